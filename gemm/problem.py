@@ -1,0 +1,105 @@
+"""A GEMM problem and the checks that run before anything reaches the GPU.
+
+C = alpha * A @ B + beta * C with row-major float32 A (M x K), B (K x N), C (M x N).
+Every check raises ValueError or TypeError with a sentence that says what is wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Kernels index with 32-bit ints: every matrix must have fewer elements than this.
+MAX_ELEMENTS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    M: int
+    N: int
+    K: int
+    alpha: float = 1.0
+    beta: float = 0.0
+
+    def __post_init__(self) -> None:
+        for dim in ("M", "N", "K"):
+            v = getattr(self, dim)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"{dim} must be an integer, got {type(v).__name__}")
+            if v < 1:
+                raise ValueError(f"{dim} must be at least 1, got {v}")
+        for name, (rows, cols) in (("A", (self.M, self.K)), ("B", (self.K, self.N)),
+                                   ("C", (self.M, self.N))):
+            if rows * cols > MAX_ELEMENTS:
+                raise ValueError(
+                    f"{name} would be {rows} x {cols} = {rows * cols} elements, past the "
+                    f"kernels' 32-bit indexing limit of {MAX_ELEMENTS}")
+        for name in ("alpha", "beta"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+                raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+            if not np.isfinite(v):
+                raise ValueError(f"{name} must be finite, got {v}")
+
+    @property
+    def flops(self) -> int:
+        """2*M*N*K: the convention the seed's table and cuBLAS figures use."""
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def label(self) -> str:
+        if self.M == self.N == self.K:
+            return str(self.M)
+        return f"{self.M}x{self.N}x{self.K}"
+
+    @classmethod
+    def square(cls, n: int, alpha: float = 1.0, beta: float = 0.0) -> "Problem":
+        return cls(n, n, n, alpha, beta)
+
+    @classmethod
+    def parse(cls, text: str) -> "Problem":
+        """'4096' (square) or 'MxNxK'."""
+        parts = str(text).lower().split("x")
+        try:
+            dims = [int(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"size {text!r} is not N or MxNxK with integers") from None
+        if len(dims) == 1:
+            return cls.square(dims[0])
+        if len(dims) == 3:
+            return cls(*dims)
+        raise ValueError(f"size {text!r} is not N or MxNxK")
+
+
+def check_matrix(name: str, x: object, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """A host matrix must be a 2-D, C-contiguous float32 numpy array (of `shape`, if given)."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
+    if x.dtype != np.float32:
+        raise TypeError(f"{name} must be float32, got {x.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
+    if not x.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous row-major (transposed or strided views "
+                         f"are not supported; pass np.ascontiguousarray({name}))")
+    if shape is not None and x.shape != shape:
+        raise ValueError(f"{name} has shape {x.shape}, expected {shape}")
+    return x
+
+
+def problem_for(a: object, b: object, c: object | None = None,
+                alpha: float = 1.0, beta: float = 0.0) -> Problem:
+    """Validate host operands and return the Problem they describe."""
+    a = check_matrix("A", a)
+    b = check_matrix("B", b)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {a.shape[0]} x {a.shape[1]}, "
+                         f"B is {b.shape[0]} x {b.shape[1]}")
+    if 0 in a.shape or 0 in b.shape:
+        raise ValueError(f"every dimension must be at least 1 (A {a.shape}, B {b.shape})")
+    prob = Problem(a.shape[0], b.shape[1], a.shape[1], alpha, beta)
+    if c is not None:
+        check_matrix("C", c, (prob.M, prob.N))
+    elif beta != 0:
+        raise ValueError("beta is non-zero but no C was given")
+    return prob

@@ -1,0 +1,97 @@
+// 05 2D block tiling (the seed's kernel): each thread owns a TM x TN patch of C. Per K step it
+// pulls TM values of the A tile and TN of the B tile into registers and does their outer
+// product: TM * TN multiply-adds for TM + TN shared-memory reads (0.25 per multiply-add with
+// 8 x 8, against 1.125 in step 04). A 64 x 64 tile then needs only 64 threads, which fill the
+// tiles with a cooperative strided loop (8 values of each tile per thread). All TM * TN
+// accumulators stay in registers. Main kernel over full tiles without bounds checks; edge
+// kernel for the right/bottom remainders; a K remainder is one zero-padded step after the loop.
+// Constants (-D): BM, BN (block tile), BK (K step), TM, TN (outputs per thread);
+// threads per block = BM * BN / (TM * TN) (64 with the defaults 64, 64, 8, 8, 8).
+#include "common.cuh"
+#ifndef BM
+#define BM 64
+#endif
+#ifndef BN
+#define BN 64
+#endif
+#ifndef BK
+#define BK 8
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 8
+#endif
+#define NTHREADS (BM * BN / (TM * TN))
+static_assert(BM % TM == 0 && BN % TN == 0, "the thread patch must divide the block tile");
+
+__device__ __forceinline__ void outer_products(const float* __restrict__ As, const float* __restrict__ Bs,
+                                               int thread_row, int thread_col, float (&acc)[TM * TN]) {
+    float rm[TM], rn[TN];
+#pragma unroll
+    for (int dot = 0; dot < BK; ++dot) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i) rm[i] = As[(thread_row * TM + i) * BK + dot];
+#pragma unroll
+        for (int j = 0; j < TN; ++j) rn[j] = Bs[dot * BN + thread_col * TN + j];
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i * TN + j] += rm[i] * rn[j];
+    }
+}
+
+template <bool EDGE>
+__device__ __forceinline__ void block_tile_2d(int M, int N, int K, float alpha,
+                                              const float* __restrict__ A, const float* __restrict__ B,
+                                              float beta, float* __restrict__ C, int row0, int col0) {
+    __shared__ float As[BM * BK];
+    __shared__ float Bs[BK * BN];
+    const int thread_col = threadIdx.x % (BN / TN);
+    const int thread_row = threadIdx.x / (BN / TN);
+    const float* a = A + row0 * K;
+    const float* b = B + col0;
+    const int rows_left = M - row0, cols_left = N - col0;
+    float acc[TM * TN] = {0.0f};
+
+    int k0 = 0;
+    for (; k0 + BK <= K; k0 += BK) {
+        load_tile_strided<BM, BK, NTHREADS, EDGE, false>(As, a + k0, K, rows_left, 0);
+        load_tile_strided<BK, BN, NTHREADS, false, EDGE>(Bs, b + k0 * N, N, 0, cols_left);
+        __syncthreads();
+        outer_products(As, Bs, thread_row, thread_col, acc);
+        __syncthreads();
+    }
+    if (k0 < K) {  // K remainder: one zero-padded step
+        load_tile_strided<BM, BK, NTHREADS, EDGE, true>(As, a + k0, K, rows_left, K - k0);
+        load_tile_strided<BK, BN, NTHREADS, true, EDGE>(Bs, b + k0 * N, N, K - k0, cols_left);
+        __syncthreads();
+        outer_products(As, Bs, thread_row, thread_col, acc);
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+            const int r = thread_row * TM + i, c = thread_col * TN + j;
+            if (!EDGE || (r < rows_left && c < cols_left)) {
+                float* out = C + (row0 + r) * N + col0 + c;
+                *out = gemm_epilogue(acc[i * TN + j], alpha, beta, out);
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS)
+sgemm_2d_main(int M, int N, int K, float alpha, const float* __restrict__ A,
+              const float* __restrict__ B, float beta, float* __restrict__ C) {
+    block_tile_2d<false>(M, N, K, alpha, A, B, beta, C, blockIdx.y * BM, blockIdx.x * BN);
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS)
+sgemm_2d_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
+              const float* __restrict__ B, float beta, float* __restrict__ C) {
+    int row0, col0;
+    edge_tile_origin(M, N, BM, BN, row0, col0);
+    block_tile_2d<true>(M, N, K, alpha, A, B, beta, C, row0, col0);
+}

@@ -1,0 +1,61 @@
+"""The command line without a GPU: parsing, listing, one-sentence errors and exit codes."""
+import subprocess
+import sys
+
+import pytest
+
+from gemm import cli
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "gemm", *args], capture_output=True, text=True)
+
+
+def test_list_shows_every_kernel():
+    out = run("list")
+    assert out.returncode == 0
+    for name in ("01_naive", "05_2d_blocktiling"):
+        assert name in out.stdout
+
+
+def test_parser_defaults():
+    args = cli.build_parser().parse_args(["bench"])
+    assert args.sizes == ["512", "1024", "2048", "4096", "8192"] and args.mode == "hot"
+    args = cli.build_parser().parse_args(["bench", "-k", "05", "--sizes", "1000x832x504"])
+    assert args.kernel == ["05"] and args.sizes == ["1000x832x504"]
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["bench", "--kernel", "zz"], "unknown kernel 'zz'"),
+    (["bench", "--sizes", "12q"], "not N or MxNxK"),
+    (["bench", "--sizes", "0"], "at least 1"),
+    (["bench", "--mode", "warm"], "'hot' or 'cold'"),
+    (["check", "--shapes", "1x2"], "not N or MxNxK"),
+])
+def test_bad_arguments_are_one_sentence(argv, msg):
+    out = run(*argv)
+    assert out.returncode == 2
+    assert msg in out.stderr and "Traceback" not in out.stderr
+
+
+def test_gpu_commands_without_a_gpu(monkeypatch, capsys):
+    import gemm.device as dev
+    monkeypatch.setattr(dev, "probe", lambda: (False, "the CUDA driver sees no GPU"))
+    for argv in (["bench"], ["check"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert "needs a CUDA GPU" in err and "sees no GPU" in err and len(err.splitlines()) == 1
+
+
+def test_real_no_gpu_path_has_no_traceback():
+    from gemm.device import probe
+    if probe()[0]:
+        pytest.skip("a GPU is present")
+    out = run("bench", "--sizes", "64")
+    assert out.returncode == 2 and "needs a CUDA GPU" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_regress_without_results(tmp_path):
+    out = run("regress", "--results", str(tmp_path / "none"), "--machine", "h200")
+    assert out.returncode == 2 and "no results directory" in out.stderr

@@ -1,0 +1,58 @@
+"""Every kernel compiles with nvcc for sm_90 with the loader's own flags; ptxas is clean."""
+import re
+import subprocess
+
+import pytest
+
+from gemm import registry
+from gemm.loader import nvcc_options, target_arch
+from gemm.registry import kernels_dir
+
+SPECS = list(registry.registry().values())
+
+
+def ptxas_report(nvcc, spec, tmp_path):
+    arch = target_arch(spec, "sm_90")
+    cmd = [nvcc, "--cubin", "-arch", arch, *nvcc_options(spec), f"-I{kernels_dir()}",
+           "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(spec.path)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    funcs = {}
+    current = None
+    for line in out.stderr.splitlines():
+        m = re.search(r"Function properties for (\w+)", line)
+        if m:
+            current = funcs.setdefault(m.group(1), {})
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and current is not None:
+            current.update(stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current is not None:
+            current["regs"] = int(m.group(1))
+    return funcs
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+def test_compiles_without_spills_or_local_memory(nvcc, spec, tmp_path):
+    funcs = ptxas_report(nvcc, spec, tmp_path)
+    for entry in filter(None, (spec.main, spec.edge)):
+        assert entry in funcs, f"ptxas did not report {entry}"
+        f = funcs[entry]
+        assert f["spill_st"] == 0 and f["spill_ld"] == 0, f"{entry} spills: {f}"
+        assert f["stack"] == 0, f"{entry} uses local memory (stack frame): {f}"
+        assert f["regs"] * spec.threads <= 65536, f"{entry}: a block needs more registers than an SM has"
+
+
+def test_constants_are_tunable_without_edits(nvcc, tmp_path):
+    spec = registry.get("05").with_defines(BM=128, BN=128)  # 256 threads, the 128x128 variant
+    funcs = ptxas_report(nvcc, spec, tmp_path)
+    assert funcs["sgemm_2d_main"]["spill_st"] == 0
+
+
+def test_a_broken_constant_fails_to_compile(nvcc, tmp_path):
+    spec = registry.get("05").with_defines(TM=7)  # 64 is not a multiple of 7: static_assert
+    arch = target_arch(spec, "sm_90")
+    out = subprocess.run([nvcc, "--cubin", "-arch", arch, *nvcc_options(spec), f"-I{kernels_dir()}",
+                          "-o", str(tmp_path / "k.cubin"), str(spec.path)], capture_output=True, text=True)
+    err = out.stderr.lower()
+    assert out.returncode != 0 and ("static assert" in err or "static_assert" in err), err

@@ -1,0 +1,43 @@
+"""Launch geometry: every element of C belongs to exactly one block, for any shape."""
+import itertools
+
+import numpy as np
+import pytest
+
+from gemm import registry
+from gemm.launch import edge_blocks, grids, tile_cover
+from gemm.problem import Problem
+
+SHAPES = [(1, 1, 1), (64, 64, 64), (65, 129, 7), (127, 1, 300), (1, 4097, 3), (4095, 63, 129),
+          (1000, 832, 504), (63, 64, 8), (64, 63, 8), (128, 200, 1)]
+
+
+@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_tiles_partition_c(name, shape):
+    spec = registry.get(name)
+    prob = Problem(*shape)
+    tm, tn = spec.tile
+    cover = np.zeros((prob.M, prob.N), dtype=np.int32)
+    for r0, c0 in tile_cover(spec, prob):
+        assert 0 <= r0 < prob.M and 0 <= c0 < prob.N
+        cover[r0:r0 + tm, c0:c0 + tn] += 1
+    assert cover.min() == 1 and cover.max() == 1
+
+
+def test_split_grids_for_the_seed_kernel():
+    spec = registry.get("05")
+    g = grids(spec, Problem(1000, 1000, 1000))
+    assert g.main == (15, 15, 1)          # 15 full 64x64 tiles each way
+    assert g.edge == (16 + 15, 1, 1)      # right strip (16 row tiles) + bottom strip (15)
+    g = grids(spec, Problem(4096, 4096, 4096))
+    assert g.main == (64, 64, 1) and g.edge is None
+    g = grids(spec, Problem(10, 10, 10))
+    assert g.main is None and g.edge == (1, 1, 1)
+
+
+def test_edge_block_count():
+    for M, N in itertools.product([1, 63, 64, 65, 128, 130], repeat=2):
+        right = -(-M // 64) if N % 64 else 0
+        bottom = N // 64 if M % 64 else 0
+        assert edge_blocks(M, N, 64, 64) == right + bottom

@@ -1,0 +1,106 @@
+"""The correctness gate on the GPU: every kernel and cuBLAS on every shape and (alpha, beta).
+
+Fresh random inputs every session; C is poisoned with NaN before each launch when beta == 0
+(so an unwritten element fails); every element is checked against the float64 reference
+with the K- and precision-derived tolerance of gemm.verify. Skipped, with the reason, where
+there is no GPU.
+"""
+import numpy as np
+import pytest
+
+from gemm import api, registry, verify
+from gemm.cli import CHECK_AB, CHECK_SHAPES
+from gemm.problem import Problem
+
+SHAPES = [Problem.parse(s) for s in CHECK_SHAPES]
+KERNELS = registry.names()
+BASELINES = sorted({s.baseline for s in registry.registry().values()})
+
+_cache: dict = {}
+
+
+def case(prob, alpha, beta):
+    """Fresh operands and their float64 reference, shared by the kernels within a session."""
+    key = (prob.M, prob.N, prob.K, alpha, beta)
+    if key not in _cache:
+        from gemm.data import random_operands
+        a, b, c = random_operands(prob)  # seed None: new entropy every session
+        ref, mag, where = verify.reference(a, b, c, alpha, beta)
+        _cache.clear() if len(_cache) > 8 else None
+        _cache[key] = (a, b, c, ref, mag, where)
+    return _cache[key]
+
+
+def ids(p):
+    return p.label if isinstance(p, Problem) else None
+
+
+@pytest.mark.parametrize("alpha,beta", CHECK_AB, ids=lambda v: str(v))
+@pytest.mark.parametrize("prob", SHAPES, ids=ids)
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_kernel_is_correct(gpu, kernel, prob, alpha, beta):
+    a, b, c, ref, mag, where = case(prob, alpha, beta)
+    out = api.gemm(kernel, a, b, c.copy(), alpha, beta)
+    v = verify.compare(out, ref, mag, prob.K, registry.get(kernel).precision, where)
+    assert v.ok, f"{kernel} {prob.label} alpha={alpha} beta={beta}: {v}"
+
+
+@pytest.mark.parametrize("alpha,beta", CHECK_AB, ids=lambda v: str(v))
+@pytest.mark.parametrize("prob", SHAPES, ids=ids)
+@pytest.mark.parametrize("mode", BASELINES)
+def test_cublas_baseline_is_correct(gpu, mode, prob, alpha, beta):
+    a, b, c, ref, mag, where = case(prob, alpha, beta)
+    out = api.cublas_gemm(mode, a, b, c.copy(), alpha, beta)
+    v = verify.compare(out, ref, mag, prob.K, "fp32" if mode == "cublas_fp32" else "tf32", where)
+    assert v.ok, f"{mode} {prob.label}: {v}"
+
+
+def test_gpu_reference_matches_numpy(gpu):
+    from gemm.data import random_operands
+    a, b, c = random_operands(Problem(300, 200, 700))
+    r1, m1, _ = verify.reference(a, b, c, 1.5, 0.5, where="cpu")
+    r2, m2, _ = verify.reference(a, b, c, 1.5, 0.5, where="gpu")
+    assert np.allclose(r1, r2, rtol=1e-12, atol=1e-12) and np.allclose(m1, m2, rtol=1e-12)
+
+
+def test_unwritten_output_is_caught(gpu):
+    """A launch that skips the edge kernel leaves NaN in C, and the check fails."""
+    from gemm.data import DeviceOperands, random_operands
+    from gemm.device import cuda
+    from gemm.launch import grids
+    from gemm.loader import load
+    spec = registry.get("05")
+    prob = Problem(100, 100, 64)
+    a, b, c = random_operands(prob)
+    ops = DeviceOperands(a, b, c)
+    ops.poison()
+    k = load(spec)
+    g = grids(spec, prob)
+    k.main(np.int32(100), np.int32(100), np.int32(64), np.float32(1), ops.a, ops.b,
+           np.float32(0), ops.c, block=spec.block, grid=g.main)
+    cuda().Context.synchronize()
+    v = verify.check(ops.get_c(), a, b, c, 1.0, 0.0, "fp32")
+    ops.free()
+    assert not v.ok and v.nan == 100 * 100 - 64 * 64
+
+
+def test_bad_input_leaves_the_context_usable(gpu):
+    f = np.ones((4, 4), dtype=np.float32)
+    bad = [
+        ((f, np.ones((5, 4), dtype=np.float32)), ValueError),
+        ((f.astype(np.float64), f), TypeError),
+        ((np.ones((8, 4), dtype=np.float32)[::2], f), ValueError),
+        ((np.ones((4, 4), dtype=np.float32).T[:, :2].T, f), ValueError),
+    ]
+    for args, exc in bad:
+        with pytest.raises(exc):
+            api.gemm("05", *args)
+    with pytest.raises(ValueError):
+        api.gemm("no_such_kernel", f, f)
+    with pytest.raises(ValueError):
+        api.gemm("05", np.ones((0, 4), dtype=np.float32), f)
+    # the context still works: a real GEMM right after is correct
+    from gemm.data import random_operands
+    a, b, c = random_operands(Problem(130, 70, 33))
+    out = api.gemm("05", a, b)
+    assert verify.check(out, a, b, None, 1.0, 0.0, "fp32").ok
