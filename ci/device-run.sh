@@ -5,6 +5,9 @@
 #   bench       gemm bench, all kernels, 512..8192 (the seed's table)
 #   crosscheck  ci/crosscheck.py: seed kernel spread over 3 processes; cuBLAS vs torch.mm
 #   rerun       RERUNS more record + regress passes of the same commit (noise check)
+#   backfill    record the commits in $BACKFILL (their own code, from git worktrees) first
+#   throwaway   record branch $THROWAWAY in a worktree with a copy of the history, then run
+#               the gate there (expected to fail: the branch slows a kernel on purpose)
 # Usage there: source .devkit/env.sh && EXTRAS="bench crosscheck" bash ci/device-run.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,10 +15,38 @@ final=${OUT:?set OUT}
 work=$(mktemp -d)
 export OUT=$work PYTHONUNBUFFERED=1
 t0=$SECONDS
+git config --global --add safe.directory '*' 2>/dev/null
+if ! git rev-parse -q --verify HEAD >/dev/null; then
+  # the device tool sends a bare skeleton of .git: restore history from the carried bundle
+  # (made here by: git bundle create .gitcarry/repo.bundle --all; .gitcarry is git-excluded)
+  git fetch -q --update-head-ok .gitcarry/repo.bundle '+refs/heads/*:refs/heads/*' &&
+    git reset -q && echo "git: history restored from .gitcarry/repo.bundle"
+  git rev-parse -q --verify HEAD >/dev/null || { echo "git: no HEAD; giving up"; exit 2; }
+fi
+echo "git: $(git rev-parse --short HEAD 2>&1 | head -1) on $(git branch --show-current 2>&1)"
+machine=${MACHINE:-h200}
+worktree() { rm -rf "/tmp/wt-$1"; git worktree add -f --detach "/tmp/wt-$1" "$1" >/dev/null 2>&1 && echo "/tmp/wt-$1"; }
+for sha in ${BACKFILL:-}; do
+  wt=$(worktree "$sha") || { echo "backfill: no worktree for $sha"; rc=1; continue; }
+  python3 -m gemm machine --machine "$machine" >/dev/null
+  GEMM_SWEEP_JSON="$work/sweep-$sha.json" python3 -m gemm.track --repo "$wt" --results results \
+    --machine "$machine" --commit "$sha" > "$work/backfill-$sha.log" 2>&1
+  echo "backfill $sha: exit $?" | tee -a "$work/backfill.log"
+done
 bash ci/per-commit.sh > "$work/per-commit.log" 2>&1
 rc=$?
 for extra in ${EXTRAS:-}; do
   case $extra in
+    throwaway)
+      wt=$(worktree "${THROWAWAY:?}") || { echo "no worktree for $THROWAWAY"; rc=1; continue; }
+      rm -rf "$wt/results" && cp -r results "$wt/results"
+      mkdir -p "$work/throwaway"
+      (cd "$wt" && OUT="$work/throwaway" MACHINE=$machine PYTHONPATH="$wt:$PYTHONPATH" bash ci/record.sh \
+         > "$work/throwaway/record.log" 2>&1 &&
+       OUT="$work/throwaway" MACHINE=$machine PYTHONPATH="$wt:$PYTHONPATH" bash ci/regress.sh \
+         --commit "$(git rev-parse HEAD)" > "$work/throwaway/regress.log" 2>&1)
+      echo "throwaway $THROWAWAY: gate exit $? (expected 1)" | tee "$work/throwaway.log"
+      cat "$work/throwaway/regress.log" >> "$work/throwaway.log" ;;
     bench) python3 -m gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
     crosscheck) python3 ci/crosscheck.py "$work" > "$work/crosscheck.log" 2>&1 || rc=1 ;;
     rerun)
@@ -32,7 +63,7 @@ tar czf "$final/bundle.tgz" -C "$work" .
 cp "$work/sweep.json" "$final/" 2>/dev/null
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 tail -n 30 "$work/per-commit.log"
-for f in bench.log crosscheck.log reruns.log; do
+for f in backfill.log bench.log crosscheck.log reruns.log throwaway.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc

@@ -27,9 +27,9 @@ class Policy:
     min_samples: int = 10
     min_time_s: float = 0.3
     max_noise: float = 0.005
-    max_time_s: float = 4.0
+    max_time_s: float = 3.0
     min_samples_capped: int = 3
-    max_samples: int = 400
+    max_samples: int = 100
     throttle_fraction: float = 0.75
 
     def __post_init__(self) -> None:

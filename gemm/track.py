@@ -167,11 +167,16 @@ def validate_result_file(path: Path) -> dict:
     return data
 
 
-def record(repo: Path, machine: str, commit: str, extra_args=()) -> Path:
-    """asv run for `commit` into a staging copy of results/, then move the result in."""
+def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path | None = None) -> Path:
+    """asv run for `commit` into a staging copy of results/, then move the result in.
+
+    `repo` is the checkout whose package, kernels and benchmarks are measured (a worktree
+    of an older commit when backfilling); `results` where the history lives (default:
+    the checkout's own results directory).
+    """
     repo = Path(repo).resolve()
     conf = json.loads((repo / "asv.conf.json").read_text())
-    results = repo / conf.get("results_dir", "results")
+    results = Path(results).resolve() if results else repo / conf.get("results_dir", "results")
     stage_root = repo / ".asv" / "staging"
     if stage_root.exists():
         shutil.rmtree(stage_root)
@@ -224,10 +229,15 @@ def record_main(argv=None) -> int:
     p.add_argument("--repo", default=".")
     p.add_argument("--machine", required=True)
     p.add_argument("--commit", default="HEAD")
+    p.add_argument("--results", default=None, help="results directory (default: the repo's)")
     a = p.parse_args(argv)
-    sha = subprocess.check_output(["git", "rev-parse", a.commit], cwd=a.repo, text=True).strip()
     try:
-        record(Path(a.repo), a.machine, sha)
+        sha = subprocess.check_output(["git", "rev-parse", a.commit], cwd=a.repo, text=True).strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"record: git cannot name commit {a.commit!r} in {a.repo}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        record(Path(a.repo), a.machine, sha, results=Path(a.results) if a.results else None)
     except RecordError as exc:
         print(f"record: {exc}", file=sys.stderr)
         return 1

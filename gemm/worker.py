@@ -17,6 +17,7 @@ TAG = "@@RESULT "
 INFO_TAG = "@@INFO "
 
 EXIT_CONTEXT_LOST = 3
+TIMING_SEED = 20261130
 
 
 def emit(tag: str, obj: dict) -> None:
@@ -32,9 +33,10 @@ def _context_lost(exc: Exception) -> bool:
 
 
 def run_job(job: dict) -> int:
-    from . import device, registry, verify
+    from . import device, registry
     from .baseline import Cublas
-    from .data import DeviceOperands, random_operands
+    from .data import NAN_BITS
+    from .gpucheck import GpuChecker, fresh_seed
     from .launch import launcher
     from .loader import CompileError
     from .timing import Policy, Timer
@@ -58,6 +60,7 @@ def run_job(job: dict) -> int:
         compile_error = str(exc)
 
     blas = Cublas(spec.baseline, stream=stream)
+    checker = GpuChecker(stream)
     for pd in job["problems"]:
         prob = Problem(pd["M"], pd["N"], pd["K"])
         rec = {"kernel": spec.name, "size": prob.label, "M": prob.M, "N": prob.N, "K": prob.K,
@@ -67,43 +70,49 @@ def run_job(job: dict) -> int:
             rec.update(status="compile_error", error=compile_error)
             emit(TAG, rec)
             continue
+        bufs = []
         try:
-            # correctness: fresh random inputs, output poisoned with NaN when beta == 0
-            a, b, c = random_operands(prob)
+            # correctness: fresh random operands on the device (the seed is recorded), the
+            # output poisoned with NaN when beta == 0, every element checked on the GPU
+            seed = fresh_seed()
+            rec["seed"] = seed
+            a = checker.random_matrix(prob.M, prob.K, seed)
+            b = checker.random_matrix(prob.K, prob.N, seed + 1)
+            c = checker.random_matrix(prob.M, prob.N, seed + 2)
+            out = drv.mem_alloc(prob.M * prob.N * 4)
+            bufs += [a, b, c, out]
             for alpha, beta in ab_pairs:
                 p = Problem(prob.M, prob.N, prob.K, alpha, beta)
-                ref, mag, where = verify.reference(a, b, c, alpha, beta)
-                for who, launch in (("kernel", launcher(spec, p)), ("baseline", blas.launcher(p))):
-                    ops = DeviceOperands(a, b, c)
-                    try:
+                ref, mag = checker.reference(a, b, c, p)
+                try:
+                    for who, launch in (("kernel", launcher(spec, p)), ("baseline", blas.launcher(p))):
                         if beta == 0:
-                            ops.poison()
-                        launch(ops.a, ops.b, ops.c, stream)
+                            drv.memset_d32_async(out, NAN_BITS, prob.M * prob.N, stream)
+                        else:
+                            drv.memcpy_dtod_async(out, c, prob.M * prob.N * 4, stream)
+                        launch(a, b, out, stream)
                         stream.synchronize()
-                        v = verify.compare(ops.get_c(), ref, mag, prob.K, spec.precision, where)
-                    finally:
-                        ops.free()
-                    rec["checks"].append({"who": who, "alpha": alpha, "beta": beta, **v.as_dict()})
-                    if not v.ok:
-                        status = "wrong" if who == "kernel" else "baseline_wrong"
-                        if rec["status"] == "ok":
+                        v = checker.compare(out, ref, mag, p, spec.precision)
+                        rec["checks"].append({"who": who, "alpha": alpha, "beta": beta, **v.as_dict()})
+                        if not v.ok and rec["status"] == "ok":
+                            status = "wrong" if who == "kernel" else "baseline_wrong"
                             rec.update(status=status, error=f"{who} alpha={alpha} beta={beta}: {v}")
-                del ref, mag
-            # timing: fixed-seed inputs (data values move power and clocks), beta = 0
+                finally:
+                    ref.free()
+                    mag.free()
+            # timing: fixed-seed operands (data values move power and clocks), beta = 0
             if job.get("time", True) and rec["status"] == "ok":
-                ta, tb, _ = random_operands(prob, seed=job.get("timing_seed", 0))
-                ops = DeviceOperands(ta, tb, _)
-                c2 = drv.mem_alloc(prob.M * prob.N * 4)
+                ts = job.get("timing_seed", TIMING_SEED)
+                checker.fill(a, prob.M * prob.K, ts)
+                checker.fill(b, prob.K * prob.N, ts + 1)
+                stream.synchronize()
                 kl, bl = launcher(spec, prob), blas.launcher(prob)
                 timer = Timer(policy, stream, clocks, info.max_sm_clock_mhz, info.l2_bytes)
                 try:
-                    res = timer.measure({
-                        "kernel": lambda: kl(ops.a, ops.b, ops.c, stream),
-                        "baseline": lambda: bl(ops.a, ops.b, c2, stream)})
+                    res = timer.measure({"kernel": lambda: kl(a, b, out, stream),
+                                         "baseline": lambda: bl(a, b, c, stream)})
                 finally:
                     timer.close()
-                    ops.free()
-                    c2.free()
                 rec["kernel_time"] = res["kernel"].as_dict()
                 rec["baseline_time"] = res["baseline"].as_dict()
                 if not res["kernel"].samples_s or not res["baseline"].samples_s:
@@ -118,7 +127,14 @@ def run_job(job: dict) -> int:
             if lost:
                 return EXIT_CONTEXT_LOST
             continue
+        finally:
+            for buf in bufs:
+                try:
+                    buf.free()
+                except Exception:
+                    pass
         emit(TAG, rec)
+    checker.close()
     blas.close()
     return 0
 
