@@ -1,8 +1,9 @@
 """The one measurement policy: CUDA events, warm-up, batches, a stop rule, clocks.
 
 Modelled on NVBench. `hot` (default, as in the seed's table): each sample is one event pair
-around a batch of back-to-back launches sized to about `sample_s` of GPU time, so launch gaps
-and event resolution vanish; the sample is the batch time / batch size. `cold`: each sample
+around a batch of back-to-back launches sized to about `sample_s` of GPU time, replayed from
+a CUDA graph captured once (gemm.graphs; direct launches if capture fails), so host launch
+overhead, launch gaps and event resolution vanish; the sample is batch time / batch size. `cold`: each sample
 is one launch after a memset that evicts the L2 (2x its size). Functions are sampled in
 turn (kernel, cuBLAS, kernel, ...) so slow drifts hit both alike. A function stops once it
 has `min_samples` samples and `min_time_s` of GPU time and the samples' robust relative
@@ -49,6 +50,7 @@ class Measurement:
     batch: int = 1
     throttled: int = 0
     gpu_time_s: float = 0.0
+    graph: bool = False                              # batch replayed from a CUDA graph
 
     @property
     def median_s(self) -> float:
@@ -98,13 +100,16 @@ class Timer:
             self.flush_words = max(2 * l2_bytes, 64 << 20) // 4
             self.flush = self.drv.mem_alloc(self.flush_words * 4)
 
-    def _time(self, fn, n: int) -> float:
+    def _time(self, fn, n: int, graph=None) -> float:
         """GPU seconds for n back-to-back launches (after an L2 flush in cold mode)."""
         if self.flush is not None:
             self.drv.memset_d32_async(self.flush, 0, self.flush_words, self.stream)
         self.start.record(self.stream)
-        for _ in range(n):
-            fn()
+        if graph is not None:
+            graph.replay()
+        else:
+            for _ in range(n):
+                fn()
         self.end.record(self.stream)
         self.end.synchronize()
         return self.end.time_since(self.start) / 1e3
@@ -121,11 +126,29 @@ class Timer:
                 if len(times) >= 1000 or spent > self.p.max_time_s:
                     break
             res[name].batch = batch_size(self.p, stats.median(times[1:] or times))
+        graphs = {}
+        if self.p.mode == "hot":
+            from .graphs import CapturedBatch
+            for name, fn in fns.items():
+                if res[name].batch > 1:
+                    try:
+                        graphs[name] = CapturedBatch(fn, res[name].batch, self.stream)
+                        res[name].graph = True
+                    except Exception:  # no graph support here: time direct launches
+                        self.stream.synchronize()
+        try:
+            self._sample(fns, res, graphs)
+        finally:
+            for g in graphs.values():
+                g.close()
+        return res
+
+    def _sample(self, fns: dict, res: dict, graphs: dict) -> None:
         pending = list(fns)
         while pending:
             for name in list(pending):
                 m = res[name]
-                t = self._time(fns[name], m.batch)
+                t = self._time(fns[name], m.batch, graphs.get(name))
                 m.gpu_time_s += t
                 clock = self.clocks.sm_mhz() if self.clocks else None
                 if (clock and self.max_clock
@@ -136,7 +159,6 @@ class Timer:
                     m.clocks_mhz.append(clock)
                 if m.done(self.p) or (not m.samples_s and m.gpu_time_s >= 2 * self.p.max_time_s):
                     pending.remove(name)
-        return res
 
     def close(self) -> None:
         if self.flush is not None:

@@ -144,3 +144,30 @@ def test_gpu_checker_agrees_with_the_cpu_verifier(gpu):
     for buf in (a, b, c, ref, mag, out):
         buf.free()
     chk.close()
+
+
+def test_graph_replay_runs_the_same_launches(gpu):
+    """The timer's captured batches (gemm.graphs) run exactly the launches they captured."""
+    from gemm.device import cuda
+    from gemm.graphs import CapturedBatch
+    from gemm.launch import launcher
+    drv = cuda()
+    stream = drv.Stream()
+    prob = Problem(96, 80, 40)
+    a, b, c = (np.ascontiguousarray(x) for x in
+               (np.random.rand(96, 40), np.random.rand(40, 80), np.zeros((96, 80))))
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    da, db, dc = drv.to_device(a), drv.to_device(b), drv.mem_alloc(96 * 80 * 4)
+    launch = launcher(registry.get("05"), Problem(96, 80, 40, 1.0, 1.0))  # C += A @ B
+    drv.memset_d32(dc, 0, 96 * 80)
+    g = CapturedBatch(lambda: launch(da, db, dc, stream), 5, stream)
+    stream.synchronize()
+    out = np.empty((96, 80), dtype=np.float32)
+    drv.memcpy_dtoh(out, dc)
+    assert not out.any()                        # capture alone runs nothing
+    g.replay()
+    g.replay()
+    stream.synchronize()
+    drv.memcpy_dtoh(out, dc)
+    g.close()
+    assert verify.check(out, a, b, None, 10.0, 0.0, "fp32", where="cpu").ok  # 10 launches
