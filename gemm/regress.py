@@ -4,6 +4,8 @@ For every kernel x size, TFLOPS and % of cuBLAS (higher is better) of the new ru
 with the history of the same series on the same machine (the last `window` earlier commits):
 
     centre = median(history)        noise = max(1.4826 * MAD(history), within-run sigma)
+    (MAD over two points is half their distance: a history that disagrees with itself widens the
+    bound instead of being trusted.)
     drop   = centre - new           flagged when drop > max(k * noise, min_rel * centre)
 
 (within-run sigma: the median of the runs' (q75 - q25) / 1.349, asv's recorded quartiles.)
@@ -61,7 +63,7 @@ def judge(history: list, new, cfg: GateConfig) -> tuple[str, float | None, float
         return "new", None, None, None
     vals = [p.value for p in hist]
     centre = stats.median(vals)
-    sig_hist = stats.robust_sigma(vals) if len(vals) >= 3 else 0.0
+    sig_hist = stats.robust_sigma(vals)  # 0 for one point; 0.74 |a - b| for two
     iqrs = [(p.q75 - p.q25) / 1.349 for p in hist + [new]
             if p.q25 is not None and p.q75 is not None]
     sig_run = stats.median(iqrs) if iqrs else 0.0
