@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The browsable history: asv's HTML (into .asv/html) and PNG plots (into plots/). No GPU needed.
+# The browsable history, no GPU needed: asv's HTML (into .asv/html) and PNG plots (plots/).
+# OFFLINE=1 also copies asv's CDN scripts next to the pages (npm), for runners without internet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-asv publish --config asv.conf.json "$@"
+python3 -m gemm publish ${OFFLINE:+--offline}
 python3 -m gemm plot --results results --out plots ${MACHINE:+--machine "$MACHINE"}
 echo "publish: open .asv/html/index.html (or: asv preview)"

@@ -126,6 +126,11 @@ def cmd_plot(args) -> int:
     return plot.main(args)
 
 
+def cmd_publish(args) -> int:
+    from . import publish
+    return publish.main(args)
+
+
 def cmd_machine(args) -> int:
     from . import track
     return track.write_machine(args)
@@ -165,6 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--machine", default=None)
     pl.add_argument("--out", default="plots")
     pl.set_defaults(fn=cmd_plot)
+
+    pb = sub.add_parser("publish", help="asv's HTML history (optionally usable offline)")
+    pb.add_argument("--config", default="asv.conf.json")
+    pb.add_argument("--offline", action="store_true",
+                    help="copy asv's CDN scripts next to the pages (fetched once with npm)")
+    pb.add_argument("--vendor", default=".asv/vendor", help="where those scripts are kept")
+    pb.set_defaults(fn=cmd_publish)
 
     m = sub.add_parser("machine", help="write asv's machine file for this GPU")
     m.add_argument("--machine", default=None, help="name (default: from the GPU, e.g. h200)")

@@ -1,0 +1,96 @@
+"""`record` never damages the committed history: asv writes into a staging copy, and only a
+complete, valid result file is moved in. A stand-in `asv` on PATH plays each failure."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from gemm import track
+
+FAKE_ASV = r'''#!{python}
+import json, os, sys
+args = sys.argv[1:]
+conf = json.load(open(args[args.index("--config") + 1]))
+machine = args[args.index("--machine") + 1]
+commit = args[args.index("--set-commit-hash") + 1]
+d = os.path.join(conf["results_dir"], machine)
+os.makedirs(d, exist_ok=True)
+mode = os.environ["FAKE_ASV_MODE"]
+path = os.path.join(d, commit[:8] + "-existing-py.json")
+good = {{"version": 2, "commit_hash": commit, "result_columns": ["result"],
+        "results": {{"bench_gemm.Kernels.track_tflops": [[29.4, 31.0]]}}}}
+if mode == "nothing":
+    sys.exit(1)
+if mode == "truncated":          # killed while writing
+    open(path, "w").write(json.dumps(good)[:40]); sys.exit(1)
+if mode == "all_failed":         # no GPU: every benchmark null
+    good["results"]["bench_gemm.Kernels.track_tflops"] = [[None, None]]
+open(path, "w").write(json.dumps(good))
+open(os.path.join(conf["results_dir"], "benchmarks.json"), "w").write("{{}}")
+sys.exit(2 if mode == "all_failed" else 0)
+'''
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    (root / "results" / "h200").mkdir(parents=True)
+    (root / "asv.conf.json").write_text(json.dumps({"version": 1, "results_dir": "results",
+                                                    "benchmark_dir": "benchmarks"}))
+    old = root / "results" / "h200" / "11111111-existing-py.json"
+    old.write_text('{"version": 2, "kept": true}')
+    (root / "results" / "h200" / "machine.json").write_text('{"machine": "h200"}')
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    asv = bindir / "asv"
+    asv.write_text(FAKE_ASV.format(python=sys.executable))
+    asv.chmod(asv.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return root
+
+
+def snapshot(root):
+    return {p.relative_to(root): p.read_bytes() for p in (root / "results").rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("mode,msg", [("nothing", "wrote no result file"),
+                                      ("truncated", "not readable JSON"),
+                                      ("all_failed", "every benchmark failed")])
+def test_failed_runs_leave_history_untouched(repo, monkeypatch, mode, msg):
+    monkeypatch.setenv("FAKE_ASV_MODE", mode)
+    before = snapshot(repo)
+    with pytest.raises(track.RecordError, match=msg):
+        track.record(repo, "h200", "ab" * 20)
+    assert snapshot(repo) == before
+
+
+def test_good_run_is_moved_in_and_history_kept(repo, monkeypatch):
+    monkeypatch.setenv("FAKE_ASV_MODE", "good")
+    out = track.record(repo, "h200", "cd" * 20)
+    assert out.name == "cdcdcdcd-existing-py.json"
+    files = snapshot(repo)
+    assert json.loads(files[out.relative_to(repo)])["commit_hash"] == "cd" * 20
+    assert b'"kept": true' in (repo / "results" / "h200" / "11111111-existing-py.json").read_bytes()
+    assert not list((repo / "results").rglob("*.tmp"))
+
+
+def test_record_into_another_results_directory(repo, tmp_path, monkeypatch):
+    """Backfill: measure a worktree's code, write into the main history."""
+    monkeypatch.setenv("FAKE_ASV_MODE", "good")
+    main_results = tmp_path / "main-results"
+    shutil.copytree(repo / "results", main_results)
+    track.record(repo, "h200", "ef" * 20, results=main_results)
+    assert (main_results / "h200" / "efefefef-existing-py.json").exists()
+    assert not (repo / "results" / "h200" / "efefefef-existing-py.json").exists()
+
+
+def test_record_command_names_a_bad_commit(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    out = subprocess.run([sys.executable, "-m", "gemm.track", "--repo", str(tmp_path),
+                          "--machine", "h200", "--commit", "nope"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.returncode == 2 and "cannot name commit 'nope'" in out.stderr

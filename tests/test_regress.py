@@ -1,0 +1,197 @@
+"""The regression gate on synthetic histories: steps, noise, outliers, gaps, nulls, one point,
+versions, malformed files, and the confirm-by-re-measuring step (with a stand-in sweep)."""
+import json
+import random
+
+import pytest
+
+from gemm import regress
+from gemm.cli import main as cli_main
+from gemm.history import HistoryError, load_runs
+from tests.asvfake import write_benchmarks, write_run
+
+K = ["05_2d", "04_1d"]
+S = ["4096", "512"]
+
+
+def sha(i):
+    return f"{i:02d}" + "ab" * 19
+
+
+def history(tmp_path, series, kernels=K, sizes=S, noise=0.001, versions=None):
+    """series: list of {(kernel, size): tflops} per commit, oldest first."""
+    res = tmp_path / "results"
+    write_benchmarks(res, kernels, sizes)
+    for i, vals in enumerate(series):
+        write_run(res, sha(i), 1_000_000 + i, vals, kernels, sizes, noise=noise,
+                  version=(versions or {}).get(i, "v1"))
+    return res
+
+
+def gate(res, *extra):
+    return cli_main(["regress", "--results", str(res), "--machine", "h200", "--no-confirm", *extra])
+
+
+def flat(v, k=K, s=S):
+    return {(a, b): v for a in k for b in s}
+
+
+def test_no_history_is_new_and_passes(tmp_path, capsys):
+    res = history(tmp_path, [flat(30.0)])
+    assert gate(res, "--all") == 0
+    assert "new" in capsys.readouterr().out
+
+
+def test_one_point_history(tmp_path):
+    assert gate(history(tmp_path, [flat(30.0), flat(29.9)])) == 0
+    assert gate(history(tmp_path, [flat(30.0), flat(28.5)])) == 1  # -5 %
+
+
+def test_a_three_percent_step_is_caught_and_named(tmp_path, capsys):
+    rng = random.Random(1)
+    runs = [flat(30.0 * (1 + rng.gauss(0, 0.002))) for _ in range(8)]
+    new = flat(30.0)
+    new[("05_2d", "4096")] = 29.1  # -3 %
+    assert gate(history(tmp_path, runs + [new])) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION: 05_2d at 4096: TFLOPS DROP" in out
+    assert "REGRESSION: 05_2d at 4096: % of cuBLAS DROP" in out
+    assert "04_1d" not in out.split("REGRESSION", 1)[1]
+
+
+def test_noise_within_bounds_passes(tmp_path):
+    rng = random.Random(2)
+    runs = [flat(30.0 * (1 + rng.gauss(0, 0.004))) for _ in range(12)]
+    assert gate(history(tmp_path, runs)) == 0
+
+
+def test_noisy_series_needs_a_bigger_drop(tmp_path):
+    rng = random.Random(3)
+    runs = [flat(10.0 * (1 + rng.gauss(0, 0.03))) for _ in range(10)]
+    new = flat(10.0)
+    new[("04_1d", "512")] = 9.5  # -5 %, but this series wanders 3 %
+    assert gate(history(tmp_path, runs + [new])) == 0
+
+
+def test_an_outlier_in_history_does_not_hide_a_drop(tmp_path):
+    runs = [flat(30.0) for _ in range(6)]
+    runs[2] = flat(90.0)  # one wild point
+    assert gate(history(tmp_path, runs + [flat(28.0)])) == 1
+
+
+def test_improvements_are_reported_and_pass(tmp_path, capsys):
+    assert gate(history(tmp_path, [flat(30.0)] * 4 + [flat(33.0)])) == 0
+    assert "improved" in capsys.readouterr().out
+
+
+def test_failed_result_fails_the_gate(tmp_path, capsys):
+    new = flat(30.0)
+    new[("04_1d", "512")] = None
+    assert gate(history(tmp_path, [flat(30.0)] * 3 + [new])) == 1
+    assert "04_1d at 512: TFLOPS FAILED" in capsys.readouterr().out
+
+
+def test_nulls_and_gaps_in_history_are_skipped(tmp_path):
+    runs = [flat(30.0) for _ in range(5)]
+    runs[1][("05_2d", "4096")] = None      # failed once
+    runs[3] = {("05_2d", "512"): 30.0}     # a run that measured little
+    assert gate(history(tmp_path, runs + [flat(30.0)])) == 0
+
+
+def test_new_kernel_and_size_join_without_history(tmp_path, capsys):
+    res = tmp_path / "results"
+    write_benchmarks(res, K + ["06_new"], S + ["1000"])
+    for i in range(3):
+        write_run(res, sha(i), i, flat(30.0), K, S)
+    write_run(res, sha(3), 3, flat(30.0, K + ["06_new"], S + ["1000"]), K + ["06_new"], S + ["1000"])
+    assert gate(res, "--all") == 0
+    out = capsys.readouterr().out
+    assert "06_new" in out and "new" in out
+
+
+def test_rows_of_another_benchmark_version_are_ignored(tmp_path):
+    # the old version ran at 60 TFLOPS; only same-version rows (30) count
+    res = history(tmp_path, [flat(60.0), flat(60.0), flat(30.0), flat(30.0)],
+                  versions={0: "v0", 1: "v0"})
+    assert gate(res) == 0
+    runs, _ = load_runs(res, "h200")
+    assert all(not r.points for r in runs[:2])
+
+
+def test_judging_a_named_commit(tmp_path):
+    res = history(tmp_path, [flat(30.0), flat(30.0), flat(20.0), flat(30.0)])
+    assert gate(res, "--commit", sha(2)[:8]) == 1
+    assert gate(res, "--commit", sha(3)[:8]) == 0
+
+
+def test_malformed_and_missing_results(tmp_path, capsys):
+    res = history(tmp_path, [flat(30.0)])
+    bad = res / "h200" / "deadbeef-existing-py.json"
+    bad.write_text("{not json")
+    assert gate(res) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    bad.write_text(json.dumps({"version": 2}))
+    assert gate(res) == 2
+    assert "not an asv version-2 result file" in capsys.readouterr().err
+    assert gate(tmp_path / "nothing") == 2
+    assert cli_main(["regress", "--results", str(res), "--machine", "a100", "--no-confirm"]) == 2
+    assert "no results for machine 'a100'" in capsys.readouterr().err
+    with pytest.raises(HistoryError):
+        load_runs(res, "h200")
+
+
+def test_bad_gate_settings(tmp_path):
+    res = history(tmp_path, [flat(30.0)])
+    assert gate(res, "--min-rel", "1.5") == 2
+    assert gate(res, "--k", "0") == 2
+
+
+def test_confirmation_by_re_measurement(tmp_path, monkeypatch, capsys):
+    """A flagged drop fails only if re-measuring (a stand-in sweep here) still shows it."""
+    import gemm.device
+    import gemm.sweep
+    res = history(tmp_path, [flat(30.0)] * 4 + [{**flat(30.0), ("05_2d", "4096"): 27.0}])
+    monkeypatch.setattr(gemm.device, "probe", lambda: (True, ""))
+    calls = []
+
+    def fake_sweep(remeasured):
+        def sweep(kernels, problems, policy=None, **kw):
+            calls.append((kernels, [p.label for p in problems]))
+            flops = 2 * 4096**3
+            recs = []
+            for p in problems:
+                t = flops / (remeasured * 1e12)
+                recs.append({"kernel": kernels[0], "size": p.label, "flops": flops, "status": "ok",
+                             "kernel_time": {"samples_s": [t]},
+                             "baseline_time": {"samples_s": [t * remeasured * 2 / 100]}})
+            return {"records": recs}
+        return sweep
+
+    monkeypatch.setattr(gemm.sweep, "sweep", fake_sweep(30.0))  # it was noise
+    assert cli_main(["regress", "--results", str(res), "--machine", "h200"]) == 0
+    assert calls and calls[0] == (["05_2d"], ["4096"])
+    assert "not confirmed" in capsys.readouterr().out
+    monkeypatch.setattr(gemm.sweep, "sweep", fake_sweep(27.1))  # it is real
+    assert cli_main(["regress", "--results", str(res), "--machine", "h200", "--json",
+                     str(tmp_path / "v.json")]) == 1
+    verdicts = json.loads((tmp_path / "v.json").read_text())["rows"]
+    assert {r["verdict"] for r in verdicts if r["kernel"] == "05_2d" and r["size"] == "4096"} == {"DROP"}
+
+
+def test_without_a_gpu_a_flagged_drop_fails_unconfirmed(tmp_path, monkeypatch, capsys):
+    import gemm.device
+    monkeypatch.setattr(gemm.device, "probe", lambda: (False, "no GPU here"))
+    res = history(tmp_path, [flat(30.0)] * 3 + [flat(27.0)])
+    assert cli_main(["regress", "--results", str(res), "--machine", "h200"]) == 1
+    assert "unconfirmed: no GPU here" in capsys.readouterr().out
+
+
+def test_judge_directly():
+    from gemm.history import Point
+    cfg = regress.GateConfig()
+    hist = [Point(30.0, 29.9, 30.1)] * 5
+    assert regress.judge(hist, Point(30.0, 29.9, 30.1), cfg)[0] == "ok"
+    assert regress.judge(hist, Point(29.0, 28.9, 29.1), cfg)[0] == "drop?"
+    assert regress.judge(hist, Point(None), cfg)[0] == "FAILED"
+    assert regress.judge(hist, Point(float("nan")), cfg)[0] == "skipped"
+    assert regress.judge([], Point(30.0), cfg)[0] == "new"
