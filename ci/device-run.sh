@@ -15,6 +15,7 @@ final=${OUT:?set OUT}
 work=$(mktemp -d)
 export OUT=$work PYTHONUNBUFFERED=1
 t0=$SECONDS
+pack() { tar czf "$work/results.tgz" results 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
 git config --global --add safe.directory '*' 2>/dev/null
 if ! git rev-parse -q --verify HEAD >/dev/null; then
   # the device tool sends a bare skeleton of .git: restore history from the carried bundle
@@ -35,6 +36,7 @@ for sha in ${BACKFILL:-}; do
 done
 bash ci/per-commit.sh > "$work/per-commit.log" 2>&1
 rc=$?
+pack
 for extra in ${EXTRAS:-}; do
   case $extra in
     throwaway)
@@ -46,7 +48,8 @@ for extra in ${EXTRAS:-}; do
        OUT="$work/throwaway" MACHINE=$machine PYTHONPATH="$wt:$PYTHONPATH" bash ci/regress.sh \
          --commit "$(git rev-parse HEAD)" > "$work/throwaway/regress.log" 2>&1)
       echo "throwaway $THROWAWAY: gate exit $? (expected 1)" | tee "$work/throwaway.log"
-      cat "$work/throwaway/regress.log" >> "$work/throwaway.log" ;;
+      cat "$work/throwaway/regress.log" >> "$work/throwaway.log"
+      pack ;;
     bench) python3 -m gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
     crosscheck) python3 ci/crosscheck.py "$work" > "$work/crosscheck.log" 2>&1 || rc=1 ;;
     rerun)
@@ -55,7 +58,13 @@ for extra in ${EXTRAS:-}; do
         OUT="$work/rerun$i" bash ci/record.sh > "$work/rerun$i/record.log" 2>&1 &&
           OUT="$work/rerun$i" bash ci/regress.sh > "$work/rerun$i/regress.log" 2>&1
         echo "rerun $i: exit $? $(grep -E '^[0-9]+ series' "$work/rerun$i/regress.log")" | tee -a "$work/reruns.log"
+        pack
       done ;;
+    quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it
+      (python3 -m pytest benchmarks/ -q -p no:cacheprovider -k "${QUICK_K:-1024}" --benchmark-autosave &&
+       python3 -m pytest benchmarks/ -q -p no:cacheprovider -k "${QUICK_K:-1024}" --benchmark-compare \
+         --benchmark-compare-fail=median:5%) > "$work/quick.log" 2>&1
+      echo "quick A/B: exit $?; saved under $(ls -d .benchmarks/*/ 2>/dev/null)" >> "$work/quick.log" ;;
   esac
 done
 tar czf "$work/results.tgz" results
@@ -63,7 +72,7 @@ tar czf "$final/bundle.tgz" -C "$work" .
 cp "$work/sweep.json" "$final/" 2>/dev/null
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 tail -n 30 "$work/per-commit.log"
-for f in backfill.log bench.log crosscheck.log reruns.log throwaway.log; do
+for f in backfill.log bench.log crosscheck.log reruns.log throwaway.log quick.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc
