@@ -3,8 +3,8 @@
     pytest benchmarks/ --benchmark-autosave                    # before your change
     pytest benchmarks/ --benchmark-compare --benchmark-compare-fail=median:5%   # after
 
-Each round is a batch of launches sized to about 5 ms of GPU time; the timer synchronizes the
-GPU (benchmarks/conftest.py). TFLOPS are attached to every result as extra_info.
+Each round is a fixed batch of launches (set by the size alone, so A and B rounds do the same
+work); the timer synchronizes the GPU (benchmarks/conftest.py). TFLOPS are attached to every result as extra_info.
 """
 import pytest
 
@@ -12,6 +12,11 @@ from gemm import registry
 from gemm.problem import Problem
 
 SIZES = [1024, 4096]
+
+
+def launches_per_round(prob: Problem) -> int:
+    """About 1e11 FLOP per round (46 launches at 1024, 1 at 4096 and above)."""
+    return max(1, int(1e11 // prob.flops))
 TARGETS = registry.names() + ["cublas_fp32"]
 
 
@@ -47,22 +52,16 @@ def test_gemm(benchmark, operands, target, size):
     else:
         from gemm.launch import launcher
         launch = launcher(registry.get(target), prob)
-    drv = cuda()
-    start, end = drv.Event(), drv.Event()
-    launch(a, b, c)
-    start.record()
-    launch(a, b, c)
-    end.record()
-    end.synchronize()
-    per_launch = end.time_since(start) / 1e3
-    n = max(1, min(200, int(0.005 / max(per_launch, 1e-7))))
+    # launches per round depend on the size only, never on a measurement, so the rounds of an
+    # A run and a B run do the same work and their times compare directly
+    n = launches_per_round(prob)
 
     def batch():
         for _ in range(n):
             launch(a, b, c)
 
-    benchmark.pedantic(batch, rounds=10 if per_launch < 0.05 else 3, iterations=1,
-                       warmup_rounds=1)
+    cuda()
+    benchmark.pedantic(batch, rounds=5, iterations=1, warmup_rounds=1)
     if blas:
         blas.close()
     per_call = benchmark.stats.stats.median / n
