@@ -8,6 +8,8 @@
 """
 import pytest
 
+from gemm.testing import gpu  # noqa: F401  (the shared `gpu` fixture)
+
 DEFAULT_STORAGE = "file://./.benchmarks"
 
 
@@ -43,12 +45,3 @@ def pytest_benchmark_update_machine_info(config, machine_info):
     if gpu:
         machine_info["gpu"] = gpu["name"]
         machine_info["gpu_driver"] = gpu["driver"]
-
-
-@pytest.fixture(scope="session")
-def gpu():
-    from gemm.device import available
-    ok, why = available()
-    if not ok:
-        pytest.skip(f"no GPU: {why}")
-    return True

@@ -1,17 +1,8 @@
-import os
 import shutil
 
 import pytest
 
-
-@pytest.fixture(scope="session")
-def gpu():
-    """Skips the test, with the reason, where no CUDA GPU is usable."""
-    from gemm.device import available
-    ok, why = available()
-    if not ok:
-        pytest.skip(f"no GPU: {why}")
-    return True
+from gemm.testing import gpu  # noqa: F401  (the shared `gpu` fixture)
 
 
 @pytest.fixture(scope="session")
