@@ -35,9 +35,8 @@ def pytest_configure(config):
         config.option.benchmark_timer = "gemm.benchtimer.cuda_synchronized"
     gpu = _gpu()
     if gpu and config.option.benchmark_storage == DEFAULT_STORAGE:
-        import re
-        slug = re.sub(r"[^a-z0-9]+", "-", re.sub(r"^nvidia\s+", "", gpu["name"], flags=re.I).lower())
-        config.option.benchmark_storage = f"{DEFAULT_STORAGE}/{slug.strip('-')}"
+        from gemm.device import gpu_slug
+        config.option.benchmark_storage = f"{DEFAULT_STORAGE}/{gpu_slug(gpu['name'])}"
 
 
 def pytest_benchmark_update_machine_info(config, machine_info):

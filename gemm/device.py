@@ -78,6 +78,12 @@ def available() -> tuple[bool, str]:
         return False, str(exc)
 
 
+def gpu_slug(name: str) -> str:
+    """A machine name from the GPU name: 'NVIDIA H200' -> 'h200'."""
+    s = re.sub(r"^nvidia\s+", "", name.strip(), flags=re.I).lower()
+    return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "gpu"
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     name: str
@@ -95,9 +101,7 @@ class DeviceInfo:
 
     @property
     def slug(self) -> str:
-        """A machine name from the GPU name: 'NVIDIA H200' -> 'h200'."""
-        s = re.sub(r"^nvidia\s+", "", self.name.strip(), flags=re.I).lower()
-        return re.sub(r"[^a-z0-9]+", "-", s).strip("-") or "gpu"
+        return gpu_slug(self.name)
 
 
 @lru_cache(maxsize=1)

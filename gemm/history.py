@@ -95,6 +95,16 @@ def load_runs(results_dir: str | Path, machine: str) -> tuple[list[Run], dict]:
     return _order(runs, results_dir), benchmarks
 
 
+def resolve_machine(results_dir: str | Path, machine: str | None) -> str:
+    """The machine named, or the only one the results directory holds."""
+    if machine:
+        return machine
+    dirs = sorted(p.name for p in Path(results_dir).glob("*") if p.is_dir())
+    if len(dirs) != 1:
+        raise HistoryError(f"name a --machine: {results_dir} holds {dirs or 'none'}")
+    return dirs[0]
+
+
 def _col(row, cols, name, n):
     if name not in cols or len(row) <= cols.index(name) or row[cols.index(name)] is None:
         return [None] * n

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .history import HistoryError, finite, load_runs
+from .history import HistoryError, finite, load_runs, resolve_machine
 
 
 def _series(runs, bench_suffix):
@@ -82,12 +82,7 @@ def main(args) -> int:
     results = args.results
     machine = args.machine
     try:
-        if machine is None:
-            dirs = [p.name for p in Path(results).glob("*") if p.is_dir()]
-            if len(dirs) != 1:
-                raise HistoryError(f"name a --machine: {results} holds {dirs or 'none'}")
-            machine = dirs[0]
-        files = make_plots(results, machine, args.out)
+        files = make_plots(results, resolve_machine(results, machine), args.out)
     except HistoryError as exc:
         print(f"gemm plot: {exc}", file=sys.stderr)
         return 2

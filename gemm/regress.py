@@ -22,7 +22,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 from . import stats
-from .history import HistoryError, finite, load_runs
+from .history import HistoryError, finite, load_runs, resolve_machine
 
 GATED = {"track_tflops": "TFLOPS", "track_pct_of_cublas": "% of cuBLAS"}
 SUITE_CLASS = "Kernels"
@@ -187,12 +187,7 @@ def main(args) -> int:
         return 2
     cfg = GateConfig(args.k, args.min_rel, args.window, args.confirm_runs, not args.no_confirm)
     try:
-        machine = args.machine
-        if machine is None:
-            dirs = [p.name for p in Path(args.results).glob("*") if p.is_dir()]
-            if len(dirs) != 1:
-                raise HistoryError(f"name a --machine: {args.results} holds {dirs or 'none'}")
-            machine = dirs[0]
+        machine = resolve_machine(args.results, args.machine)
         runs, _ = load_runs(args.results, machine)
         rows, new_run = evaluate(runs, cfg, args.commit)
     except HistoryError as exc:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import asdict
 
 from . import stats
 from .problem import Problem
@@ -145,5 +144,3 @@ def derived(rec: dict) -> dict:
 def problems_from_sizes(sizes) -> list[Problem]:
     return [s if isinstance(s, Problem) else Problem.parse(str(s)) for s in sizes]
 
-
-__all__ = ["sweep", "derived", "problems_from_sizes", "DEFAULT_SIZES", "Policy", "asdict"]
