@@ -8,6 +8,10 @@
 #   backfill    record the commits in $BACKFILL (their own code, from git worktrees) first
 #   throwaway   record branch $THROWAWAY in a worktree with a copy of the history, then run
 #               the gate there (expected to fail: the branch slows a kernel on purpose)
+#   check       gemm check: every kernel over the odd shapes and (alpha, beta) pairs
+#   cold        gemm bench --mode cold (L2 flushed before each launch), kernels 04-05
+#   quick       the pytest-benchmark A/B path (autosave, then compare)
+# PER_COMMIT=0 skips the per-commit job (e.g. a call that only reruns).
 # Usage there: source .devkit/env.sh && EXTRAS="bench crosscheck" bash ci/device-run.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +19,7 @@ final=${OUT:?set OUT}
 work=$(mktemp -d)
 export OUT=$work PYTHONUNBUFFERED=1
 t0=$SECONDS
-pack() { tar czf "$work/results.tgz" results 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
+pack() { tar czf "$work/results.tgz" results verdicts 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
 git config --global --add safe.directory '*' 2>/dev/null
 if ! git rev-parse -q --verify HEAD >/dev/null; then
   # the device tool sends a bare skeleton of .git: restore history from the carried bundle
@@ -34,14 +38,15 @@ for sha in ${BACKFILL:-}; do
     --machine "$machine" --commit "$sha" > "$work/backfill-$sha.log" 2>&1
   echo "backfill $sha: exit $?" | tee -a "$work/backfill.log"
 done
-bash ci/per-commit.sh > "$work/per-commit.log" 2>&1
-rc=$?
+rc=0
+if [ "${PER_COMMIT:-1}" = 1 ]; then bash ci/per-commit.sh > "$work/per-commit.log" 2>&1; rc=$?; fi
 pack
 for extra in ${EXTRAS:-}; do
   case $extra in
     throwaway)
       wt=$(worktree "${THROWAWAY:?}") || { echo "no worktree for $THROWAWAY"; rc=1; continue; }
-      rm -rf "$wt/results" && cp -r results "$wt/results"
+      rm -rf "$wt/results" "$wt/verdicts" && cp -r results "$wt/results"
+      [ -d verdicts ] && cp -r verdicts "$wt/verdicts"
       mkdir -p "$work/throwaway"
       (cd "$wt" && OUT="$work/throwaway" MACHINE=$machine PYTHONPATH="$wt:$PYTHONPATH" bash ci/record.sh \
          > "$work/throwaway/record.log" 2>&1 &&
@@ -51,13 +56,22 @@ for extra in ${EXTRAS:-}; do
       cat "$work/throwaway/regress.log" >> "$work/throwaway.log"
       pack ;;
     bench) python3 -m gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
+    check) python3 -m gemm check > "$work/check.log" 2>&1 || rc=1 ;;
+    cold) python3 -m gemm bench --mode cold -k 04 -k 05 --sizes 1024 4096 8192 \
+            > "$work/cold.log" 2>&1 || rc=1 ;;
     crosscheck) python3 ci/crosscheck.py "$work" > "$work/crosscheck.log" 2>&1 || rc=1 ;;
-    rerun)
+    rerun)  # into a scratch copy of the history: the per-commit record above stays as recorded
       for i in $(seq 1 "${RERUNS:-3}"); do
-        mkdir -p "$work/rerun$i"
-        OUT="$work/rerun$i" bash ci/record.sh > "$work/rerun$i/record.log" 2>&1 &&
-          OUT="$work/rerun$i" bash ci/regress.sh > "$work/rerun$i/regress.log" 2>&1
-        echo "rerun $i: exit $? $(grep -E '^[0-9]+ series' "$work/rerun$i/regress.log")" | tee -a "$work/reruns.log"
+        d="$work/rerun$i"; mkdir -p "$d"
+        rm -rf "$work/scratch" && mkdir -p "$work/scratch" && cp -r results "$work/scratch/results"
+        [ -d verdicts ] && cp -r verdicts "$work/scratch/verdicts"
+        GEMM_SWEEP_JSON="$d/sweep.json" python3 -m gemm.track --machine "$machine" --commit HEAD \
+          --results "$work/scratch/results" > "$d/record.log" 2>&1 &&
+          python3 -m gemm regress --machine "$machine" --results "$work/scratch/results" \
+            --verdicts "$work/scratch/verdicts" --record-verdicts --json "$d/regress.json" \
+            > "$d/regress.log" 2>&1
+        echo "rerun $i: exit $? $(grep -E '^[0-9]+ series' "$d/regress.log")" | tee -a "$work/reruns.log"
+        grep -E "drop\?|DROP|noise|FAILED" "$d/regress.log" >> "$work/reruns.log"
         pack
       done ;;
     quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it
@@ -67,12 +81,12 @@ for extra in ${EXTRAS:-}; do
       echo "quick A/B: exit $?; saved under $(ls -d .benchmarks/*/ 2>/dev/null)" >> "$work/quick.log" ;;
   esac
 done
-tar czf "$work/results.tgz" results
+tar czf "$work/results.tgz" results verdicts 2>/dev/null
 tar czf "$final/bundle.tgz" -C "$work" .
 cp "$work/sweep.json" "$final/" 2>/dev/null
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
-tail -n 30 "$work/per-commit.log"
-for f in backfill.log bench.log crosscheck.log reruns.log throwaway.log quick.log; do
+[ -f "$work/per-commit.log" ] && tail -n 30 "$work/per-commit.log"
+for f in backfill.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc

@@ -22,7 +22,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 stage gate bash ci/gate.sh
 stage record bash ci/record.sh && stage regress bash ci/regress.sh --all
 stage publish bash ci/publish.sh || true
-tar czf "$OUT/results.tgz" results
+tar czf "$OUT/results.tgz" results $( [ -d verdicts ] && echo verdicts)
 [ -f "$OUT/sweep.json" ] && python3 -m gemm show "$OUT/sweep.json"
 grep -E "^(REGRESSION|[0-9]+ series)" "$OUT/regress.log" 2>/dev/null
 exit $status

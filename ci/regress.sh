@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The regression gate: the newest recorded commit against the history on this machine.
+# The regression gate: the newest recorded commit against the history on this machine. A flagged
+# drop is confirmed by an A/B against the reference commit's code on this GPU; the verdicts are
+# kept in verdicts/<machine>/<commit>.json (commit them with results/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
 machine=${MACHINE:-$(python3 -m gemm machine)}
-python3 -m gemm regress --machine "$machine" --json "$out/regress.json" "$@"
+python3 -m gemm regress --machine "$machine" --record-verdicts --json "$out/regress.json" "$@"

@@ -156,6 +156,16 @@ class Clocks:
         except Exception:
             return None
 
+    def identity(self) -> str | None:
+        """'NVIDIA H200 GPU-<uuid>': which physical GPU this is (lent machines differ)."""
+        if self._h is None:
+            return None
+        try:
+            name, uuid = (self._nvml.nvmlDeviceGetName(self._h), self._nvml.nvmlDeviceGetUUID(self._h))
+            return " ".join(x.decode() if isinstance(x, bytes) else str(x) for x in (name, uuid))
+        except Exception:
+            return None
+
     def driver_version(self) -> str | None:
         if self._nvml is None:
             return None

@@ -9,9 +9,15 @@ with the history of the same series on the same machine (the last `window` earli
     drop   = centre - new           flagged when drop > max(k * noise, min_rel * centre)
 
 (within-run sigma: the median of the runs' (q75 - q25) / 1.349, asv's recorded quartiles.)
-A flagged drop is re-measured on the GPU (`confirm_runs` fresh sweeps of just those kernels and
-sizes, same policy as the recorded run) and fails the gate only if the median re-measurement
-still drops past the bound; without a GPU it fails as unconfirmed. A kernel that fails (asv
+
+A flagged drop may be the code or the machine (the history was recorded on other GPUs of the
+same name). Where a GPU is present it is confirmed by an A/B (gemm.abtest): the new commit's
+code against the code of the reference commit (the earlier run nearest the history median),
+both measured here, alternately, `confirm_runs` times each; it fails the gate only if the new
+code is slower than the reference code by more than the same bound. Where no A/B can be made
+(no git checkout of the reference) the new code alone is re-measured against the history.
+Without a GPU, a verdict recorded by an earlier confirming run for this exact value
+(gemm.verdicts) is used; otherwise the drop fails as unconfirmed. A kernel that fails (asv
 records null) where it had succeeded fails the gate too. Exit: 0 pass, 1 drop or failure,
 2 bad input (missing or malformed results).
 """
@@ -21,7 +27,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 
-from . import stats
+from . import stats, verdicts
 from .history import HistoryError, finite, load_runs, resolve_machine
 
 GATED = {"track_tflops": "TFLOPS", "track_pct_of_cublas": "% of cuBLAS"}
@@ -50,6 +56,10 @@ class Row:
     verdict: str               # ok | improved | drop? | DROP | noise | FAILED | new | skipped
     note: str = ""
     remeasured: float | None = None
+    reference: str | None = None      # commit of the earlier run nearest the history median
+    ref_value: float | None = None    # its recorded value
+    ab_reference: float | None = None  # A/B medians measured here: the reference code ...
+    ab_new: float | None = None        # ... and the new code
 
 
 def judge(history: list, new, cfg: GateConfig) -> tuple[str, float | None, float | None, float | None]:
@@ -78,6 +88,17 @@ def judge(history: list, new, cfg: GateConfig) -> tuple[str, float | None, float
     return "ok", centre, change, rel_bound
 
 
+def reference(history: list[tuple[str, object]], centre: float) -> tuple[str | None, float | None]:
+    """(commit, value) of the earlier run nearest the history median; the latest on a tie."""
+    best = None
+    for i, (commit, p) in enumerate(history):
+        if finite(p.value):
+            key = (abs(p.value - centre), -i)
+            if best is None or key < best[0]:
+                best = (key, commit, p.value)
+    return (best[1], best[2]) if best else (None, None)
+
+
 def evaluate(runs, cfg: GateConfig, commit: str | None = None) -> tuple[list[Row], object]:
     if not runs:
         raise HistoryError("the results hold no runs for this machine")
@@ -97,38 +118,95 @@ def evaluate(runs, cfg: GateConfig, commit: str | None = None) -> tuple[list[Row
         if len(params) != 2:
             continue
         kernel, size = params
-        hist = [r.points[(name, params)] for r in earlier if (name, params) in r.points]
+        pairs = [(r.commit, r.points[(name, params)]) for r in earlier if (name, params) in r.points]
+        hist = [p for _, p in pairs]
         new = new_run.points.get((name, params))
         if new is None:
             continue  # no longer benchmarked (kernel or size removed)
         verdict, centre, change, bound = judge(hist, new, cfg)
+        ref, ref_value = reference(pairs, centre) if centre is not None else (None, None)
         rows.append(Row(kernel, size, GATED[name.split(".")[-1]],
                         len([p for p in hist if finite(p.value)]), centre, new.value,
-                        change, bound, verdict))
+                        change, bound, verdict, reference=ref, ref_value=ref_value))
     return rows, new_run
 
 
-def confirm(rows: list[Row], cfg: GateConfig, log=print) -> None:
-    """Re-measure flagged series on the GPU; mark them DROP (confirmed) or noise."""
+def confirm(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", recorded=None,
+            log=print) -> bool:
+    """Decide flagged rows: DROP (confirmed) or noise. True if measured on a GPU here.
+
+    `recorded`: {(kernel, size, metric): row dict} from gemm.verdicts, used without a GPU.
+    """
     cands = [r for r in rows if r.verdict == "drop?"]
     if not cands:
-        return
+        return False
     from .device import probe
     ok, why = probe() if cfg.confirm else (False, "confirmation disabled")
     if not ok:
         for r in cands:
-            r.verdict, r.note = "DROP", f"unconfirmed: {why}"
+            old = (recorded or {}).get((r.kernel, r.size, r.metric))
+            if old and old.get("new") == r.new and old.get("verdict") in ("DROP", "noise"):
+                r.verdict = old["verdict"]
+                r.remeasured, r.ab_reference, r.ab_new = (old.get("remeasured"),
+                                                          old.get("ab_reference"), old.get("ab_new"))
+                r.note = f"recorded {old.get('date', '?')[:10]}: {old.get('note', '')}"
+            else:
+                r.verdict, r.note = "DROP", f"unconfirmed: {why}"
+        return False
+    from . import abtest
+    by_ref: dict[str, list[Row]] = {}
+    for r in cands:
+        by_ref.setdefault(r.reference, []).append(r)
+    for ref, group in by_ref.items():
+        try:
+            got = abtest.run(repo, ref, new_commit, _series(group), cfg.confirm_runs, log)
+        except abtest.ABError as exc:
+            log(f"regress: no A/B against {str(ref)[:10]}: {exc}; re-measuring the new code alone")
+            _remeasure_alone(group, cfg, log, f"no A/B ({str(exc)[:80]})")
+            continue
+        for r in group:
+            _judge_ab(r, got.get((r.kernel, r.size, r.metric), {}))
+    return True
+
+
+def _series(rows: list[Row]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        out.setdefault(r.kernel, [])
+        if r.size not in out[r.kernel]:
+            out[r.kernel].append(r.size)
+    return out
+
+
+def _judge_ab(r: Row, got: dict) -> None:
+    new = [v for v in got.get("new", []) if v is not None]
+    ref = [v for v in got.get("reference", []) if v is not None]
+    if not new:
+        r.verdict, r.note = "FAILED", "the new code failed when re-measured"
         return
+    r.remeasured = r.ab_new = stats.median(new)
+    if not ref:  # the reference code failed here: judge the new code against the history
+        drop = r.centre - r.ab_new > r.bound * abs(r.centre)
+        r.verdict = "DROP" if drop else "noise"
+        r.note = (f"{'confirmed' if drop else 'not confirmed'}: re-measured {r.ab_new:.4g}; "
+                  f"the reference {r.reference[:10]} failed in the A/B")
+        return
+    r.ab_reference = stats.median(ref)
+    change = (r.ab_new - r.ab_reference) / r.ab_reference
+    ab = f"A/B vs {r.reference[:10]} here: {r.ab_reference:.4g} -> {r.ab_new:.4g} ({100 * change:+.2f} %)"
+    if -change > r.bound:
+        r.verdict, r.note = "DROP", f"confirmed: {ab}"
+    else:
+        r.verdict, r.note = "noise", f"not confirmed: {ab}; the reference recorded {r.ref_value:.4g}"
+
+
+def _remeasure_alone(cands: list[Row], cfg: GateConfig, log, why: str) -> None:
+    """Re-measure the new code only (the working tree's) and judge it against the history."""
     from .sweep import derived, problems_from_sizes, sweep
     from .track import POLICY
-    by_kernel: dict[str, list[str]] = {}
-    for r in cands:
-        by_kernel.setdefault(r.kernel, [])
-        if r.size not in by_kernel[r.kernel]:
-            by_kernel[r.kernel].append(r.size)
     got: dict[tuple, list] = {}
     for i in range(cfg.confirm_runs):
-        for kernel, sizes in by_kernel.items():
+        for kernel, sizes in _series(cands).items():
             log(f"regress: re-measuring {kernel} at {', '.join(sizes)} ({i + 1}/{cfg.confirm_runs})")
             res = sweep([kernel], problems_from_sizes(sizes), POLICY)
             for rec in res["records"]:
@@ -143,9 +221,9 @@ def confirm(rows: list[Row], cfg: GateConfig, log=print) -> None:
         v = stats.median(vals)
         r.remeasured = v
         if r.centre - v > r.bound * abs(r.centre):
-            r.verdict, r.note = "DROP", f"confirmed: re-measured {v:.4g}"
+            r.verdict, r.note = "DROP", f"confirmed: re-measured {v:.4g}; {why}"
         else:
-            r.verdict, r.note = "noise", f"not confirmed: re-measured {v:.4g}"
+            r.verdict, r.note = "noise", f"not confirmed: re-measured {v:.4g}; {why}"
 
 
 def render(rows: list[Row], new_run) -> str:
@@ -175,6 +253,12 @@ def add_arguments(p) -> None:
                    help="earlier commits in the history (default 10)")
     p.add_argument("--confirm-runs", type=int, default=GateConfig.confirm_runs)
     p.add_argument("--no-confirm", action="store_true", help="fail on flagged drops unmeasured")
+    p.add_argument("--repo", default=".",
+                   help="git checkout holding the recorded commits, for the A/B (default .)")
+    p.add_argument("--verdicts", default="verdicts",
+                   help="where confirmed verdicts are kept (default verdicts/)")
+    p.add_argument("--record-verdicts", action="store_true",
+                   help="keep this run's GPU verdicts in --verdicts, for later runs without a GPU")
     p.add_argument("--json", help="write the verdicts here")
     p.add_argument("--all", action="store_true", help="show every series, not only changes")
 
@@ -193,7 +277,15 @@ def main(args) -> int:
     except HistoryError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
-    confirm(rows, cfg, log=lambda s: print(s, file=sys.stderr, flush=True))
+    flagged = [r for r in rows if r.verdict == "drop?"]
+    measured = confirm(rows, cfg, new_run.commit, args.repo,
+                       recorded=verdicts.load(args.verdicts, machine, new_run.commit),
+                       log=lambda s: print(s, file=sys.stderr, flush=True))
+    if measured and args.record_verdicts:
+        from .device import Clocks
+        path = verdicts.save(args.verdicts, machine, new_run.commit,
+                             [asdict(r) for r in flagged], Clocks().identity())
+        print(f"gemm regress: verdicts kept in {path}", file=sys.stderr)
     shown = rows if args.all else [r for r in rows if r.verdict not in ("ok",)]
     print(render(shown, new_run) if shown else
           f"gemm regress: commit {new_run.commit[:10]}: every series within noise of its history")

@@ -147,7 +147,8 @@ def test_bad_gate_settings(tmp_path):
 
 
 def test_confirmation_by_re_measurement(tmp_path, monkeypatch, capsys):
-    """A flagged drop fails only if re-measuring (a stand-in sweep here) still shows it."""
+    """Where no A/B can be made (these commits are in no git repository), a flagged drop fails
+    only if re-measuring the new code (a stand-in sweep here) still shows it."""
     import gemm.device
     import gemm.sweep
     res = history(tmp_path, [flat(30.0)] * 4 + [{**flat(30.0), ("05_2d", "4096"): 27.0}])
@@ -170,7 +171,8 @@ def test_confirmation_by_re_measurement(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(gemm.sweep, "sweep", fake_sweep(30.0))  # it was noise
     assert cli_main(["regress", "--results", str(res), "--machine", "h200"]) == 0
     assert calls and calls[0] == (["05_2d"], ["4096"])
-    assert "not confirmed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "not confirmed" in out and "no A/B" in out
     monkeypatch.setattr(gemm.sweep, "sweep", fake_sweep(27.1))  # it is real
     assert cli_main(["regress", "--results", str(res), "--machine", "h200", "--json",
                      str(tmp_path / "v.json")]) == 1

@@ -1,0 +1,155 @@
+"""The gate's A/B confirmation, on the CPU: real git worktrees and real subprocesses, each
+commit carrying a stand-in `gemm` package whose 'measurement' is a number fixed in that commit.
+This checks the plumbing the GPU run relies on: the right code is checked out and imported
+(not the installed package), both sides are measured in turns, and the gate judges code
+against code, so a machine shift is dismissed and a code regression is not."""
+import json
+import subprocess
+import textwrap
+
+import pytest
+
+from gemm import abtest
+from gemm.cli import main as cli_main
+from tests.asvfake import write_benchmarks, write_run
+
+STUB_SWEEP = '''
+from types import SimpleNamespace
+TFLOPS = {tflops}
+def problems_from_sizes(sizes):
+    return [SimpleNamespace(label=str(s)) for s in sizes]
+def sweep(kernels, problems, policy=None, **kw):
+    with open("calls.log", "a") as f:
+        f.write(" ".join(kernels) + "\\n")
+    return {{"records": [{{"kernel": k, "size": p.label, "status": "ok"}}
+                         for k in kernels for p in problems]}}
+def derived(rec):
+    return {{"tflops": TFLOPS, "pct": 2 * TFLOPS}}
+'''
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit_stub(repo, tflops, msg):
+    pkg = repo / "gemm"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "track.py").write_text("POLICY = None\n")
+    (pkg / "sweep.py").write_text(textwrap.dedent(STUB_SWEEP.format(tflops=tflops)))
+    git(repo, "add", "gemm")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def stub_repo(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    return repo
+
+
+def test_run_measures_each_commits_own_code_in_turns(stub_repo):
+    a = commit_stub(stub_repo, 30.0, "a")
+    b = commit_stub(stub_repo, 27.0, "b")
+    log = []
+    got = abtest.run(stub_repo, a, b, {"05_2d": ["4096", "8192"]}, rounds=2, log=log.append)
+    assert got[("05_2d", "4096", "TFLOPS")] == {"reference": [30.0, 30.0], "new": [27.0, 27.0]}
+    assert got[("05_2d", "8192", "% of cuBLAS")]["new"] == [54.0, 54.0]
+    sides = [line.split(": ")[2].split()[0] for line in log]
+    assert sides == ["reference", "new", "new", "reference"]   # A B, B A
+    assert "gemm-ab-" not in git(stub_repo, "worktree", "list")  # worktrees removed
+
+
+def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
+    a = commit_stub(stub_repo, 30.0, "a")
+    with pytest.raises(abtest.ABError, match="rev-parse"):
+        abtest.run(stub_repo, "f" * 40, a, {"k": ["512"]}, log=lambda s: None)
+    (stub_repo / "gemm" / "sweep.py").write_text("raise ImportError('broken on purpose')\n")
+    git(stub_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "broken")
+    broken = git(stub_repo, "rev-parse", "HEAD")
+    with pytest.raises(abtest.ABError, match="broken on purpose"):
+        abtest.run(stub_repo, a, broken, {"k": ["512"]}, log=lambda s: None)
+
+
+def history_for(stub_repo, commits_values):
+    res = stub_repo.parent / "results"
+    write_benchmarks(res, ["05_2d"], ["4096"])
+    for i, (sha, v) in enumerate(commits_values):
+        write_run(res, sha, 1_000_000 + i, {("05_2d", "4096"): v}, ["05_2d"], ["4096"])
+    return res
+
+
+def gate(stub_repo, res, *extra):
+    return cli_main(["regress", "--results", str(res), "--machine", "h200", "--repo",
+                     str(stub_repo), "--verdicts", str(stub_repo.parent / "verdicts"), *extra])
+
+
+@pytest.fixture
+def gpu_here(monkeypatch):
+    import gemm.device
+    monkeypatch.setattr(gemm.device, "probe", lambda: (True, ""))
+
+
+def test_a_machine_shift_is_dismissed(stub_repo, gpu_here, capsys):
+    # both commits' code runs at 29.0 on this machine; the history was recorded at 30 elsewhere
+    shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(4)]
+    res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.1), (shas[2], 29.9),
+                                  (shas[3], 29.0)])
+    assert gate(stub_repo, res) == 0
+    out = capsys.readouterr().out
+    assert "noise" in out and "A/B vs " + shas[0][:10] in out   # nearest the median (30.0)
+    assert "REGRESSION" not in out
+
+
+def test_a_code_regression_is_confirmed_and_named(stub_repo, gpu_here, capsys):
+    shas = [commit_stub(stub_repo, 30.0, f"c{i}") for i in range(3)]
+    shas.append(commit_stub(stub_repo, 29.0, "slower"))
+    res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.2), (shas[2], 30.0),
+                                  (shas[3], 29.0)])
+    assert gate(stub_repo, res, "--json", str(stub_repo.parent / "v.json")) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION: 05_2d at 4096: TFLOPS DROP" in out
+    assert "30 -> 29 (-3.33 %)" in out
+    rows = json.loads((stub_repo.parent / "v.json").read_text())["rows"]
+    tf = [r for r in rows if r["metric"] == "TFLOPS"][0]
+    assert (tf["ab_reference"], tf["ab_new"], tf["reference"]) == (30.0, 29.0, shas[2])  # a tie: the latest
+
+
+def test_recorded_verdicts_stand_in_for_a_gpu_but_only_for_that_value(stub_repo, monkeypatch,
+                                                                        capsys):
+    import gemm.device
+    shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(3)]
+    res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.0), (shas[2], 29.0)])
+    monkeypatch.setattr(gemm.device, "probe", lambda: (True, ""))
+    assert gate(stub_repo, res, "--record-verdicts") == 0
+    kept = stub_repo.parent / "verdicts" / "h200" / f"{shas[2]}.json"
+    assert {r["verdict"] for r in json.loads(kept.read_text())["rows"]} == {"noise"}
+    monkeypatch.setattr(gemm.device, "probe", lambda: (False, "no GPU here"))
+    capsys.readouterr()
+    assert gate(stub_repo, res) == 0
+    assert "recorded 20" in capsys.readouterr().out
+    # the commit is re-recorded with another value: the old verdict no longer applies
+    write_run(res, shas[2], 1_000_002, {("05_2d", "4096"): 28.9}, ["05_2d"], ["4096"])
+    assert gate(stub_repo, res) == 1
+    assert "unconfirmed: no GPU here" in capsys.readouterr().out
+
+
+def test_without_a_checkout_the_new_code_is_re_measured_alone(stub_repo, gpu_here, monkeypatch,
+                                                              capsys):
+    import gemm.sweep
+    shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(2)]
+    res = history_for(stub_repo, [("e" * 40, 30.0), (shas[1], 29.0)])   # unknown reference
+
+    def sweep(kernels, problems, policy=None, **kw):
+        return {"records": [{"kernel": kernels[0], "size": p.label, "flops": 2e12,
+                             "status": "ok", "kernel_time": {"samples_s": [2e12 / 29.0e12]},
+                             "baseline_time": {"samples_s": [2e12 / 29.0e12 * 0.58]}}
+                            for p in problems]}
+    monkeypatch.setattr(gemm.sweep, "sweep", sweep)
+    assert gate(stub_repo, res) == 1          # 29.0 re-measured is still 3 % under 30
+    out = capsys.readouterr().out
+    assert "confirmed: re-measured 29" in out and "no A/B" in out
