@@ -21,13 +21,15 @@ export OUT=$work PYTHONUNBUFFERED=1
 t0=$SECONDS
 pack() { tar czf "$work/results.tgz" results verdicts 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
 git config --global --add safe.directory '*' 2>/dev/null
-if ! git rev-parse -q --verify HEAD >/dev/null; then
-  # the device tool sends a bare skeleton of .git: restore history from the carried bundle
-  # (made here by: git bundle create .gitcarry/repo.bundle --all; .gitcarry is git-excluded)
+if [ -f .gitcarry/repo.bundle ]; then
+  # the device tool's copy of .git can be a skeleton or stale: take history, branches and HEAD
+  # from the carried bundle (made here by: git bundle create .gitcarry/repo.bundle --all;
+  # .gitcarry is git-excluded), then point the index at HEAD (the working tree is HEAD's)
   git fetch -q --update-head-ok .gitcarry/repo.bundle '+refs/heads/*:refs/heads/*' &&
-    git reset -q && echo "git: history restored from .gitcarry/repo.bundle"
-  git rev-parse -q --verify HEAD >/dev/null || { echo "git: no HEAD; giving up"; exit 2; }
+    git symbolic-ref HEAD refs/heads/main && git reset -q &&
+    echo "git: history restored from .gitcarry/repo.bundle"
 fi
+git rev-parse -q --verify HEAD >/dev/null || { echo "git: no HEAD; giving up"; exit 2; }
 echo "git: $(git rev-parse --short HEAD 2>&1 | head -1) on $(git branch --show-current 2>&1)"
 machine=${MACHINE:-h200}
 worktree() { rm -rf "/tmp/wt-$1"; git worktree add -f --detach "/tmp/wt-$1" "$1" >/dev/null 2>&1 && echo "/tmp/wt-$1"; }
