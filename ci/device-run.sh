@@ -8,6 +8,9 @@
 #   backfill    record the commits in $BACKFILL (their own code, from git worktrees) first
 #   throwaway   record branch $THROWAWAY in a worktree with a copy of the history, then run
 #               the gate there (expected to fail: the branch slows a kernel on purpose)
+#   judge       gemm regress --commit SHA --record-verdicts for each SHA in $JUDGE (recorded
+#               commits, judged against the history before each; A/B where flagged), while
+#               the run is under DEADLINE_S seconds (default 480)
 #   check       gemm check: every kernel over the odd shapes and (alpha, beta) pairs
 #   cold        gemm bench --mode cold (L2 flushed before each launch), kernels 04-05
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
@@ -57,6 +60,17 @@ for extra in ${EXTRAS:-}; do
       echo "throwaway $THROWAWAY: gate exit $? (expected 1)" | tee "$work/throwaway.log"
       cat "$work/throwaway/regress.log" >> "$work/throwaway.log"
       pack ;;
+    judge)
+      for sha in ${JUDGE:?}; do
+        if [ $((SECONDS - t0)) -ge "${DEADLINE_S:-480}" ]; then
+          echo "judge $sha: not run (over DEADLINE_S)" | tee -a "$work/judge.log"; continue
+        fi
+        python3 -m gemm regress --machine "$machine" --commit "$sha" --record-verdicts \
+          > "$work/judge-$sha.log" 2>&1
+        echo "judge $sha: exit $? $(grep -E '^[0-9]+ series' "$work/judge-$sha.log")" | tee -a "$work/judge.log"
+        grep -E "drop\?|DROP|noise|FAILED" "$work/judge-$sha.log" | grep -v "^REGRESSION" >> "$work/judge.log"
+        pack
+      done ;;
     bench) python3 -m gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
     check) python3 -m gemm check > "$work/check.log" 2>&1 || rc=1 ;;
     cold) python3 -m gemm bench --mode cold -k 04 -k 05 --sizes 1024 4096 8192 \
@@ -88,7 +102,7 @@ tar czf "$final/bundle.tgz" -C "$work" .
 cp "$work/sweep.json" "$final/" 2>/dev/null
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 [ -f "$work/per-commit.log" ] && tail -n 30 "$work/per-commit.log"
-for f in backfill.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log; do
+for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc
