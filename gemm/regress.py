@@ -252,7 +252,7 @@ def add_arguments(p) -> None:
     p.add_argument("--window", type=int, default=GateConfig.window,
                    help="earlier commits in the history (default 10)")
     p.add_argument("--confirm-runs", type=int, default=GateConfig.confirm_runs)
-    p.add_argument("--no-confirm", action="store_true", help="fail on flagged drops unmeasured")
+    p.add_argument("--no-confirm", action="store_true", help="measure nothing: use kept verdicts, else fail flagged drops")
     p.add_argument("--repo", default=".",
                    help="git checkout holding the recorded commits, for the A/B (default .)")
     p.add_argument("--verdicts", default="verdicts",
