@@ -65,8 +65,7 @@ for extra in ${EXTRAS:-}; do
         if [ $((SECONDS - t0)) -ge "${DEADLINE_S:-480}" ]; then
           echo "judge $sha: not run (over DEADLINE_S)" | tee -a "$work/judge.log"; continue
         fi
-        python3 -m gemm regress --machine "$machine" --commit "$sha" --record-verdicts \
-          > "$work/judge-$sha.log" 2>&1
+        OUT="$work/judge-$sha" bash ci/regress.sh --commit "$sha" > "$work/judge-$sha.log" 2>&1
         echo "judge $sha: exit $? $(grep -E '^[0-9]+ series' "$work/judge-$sha.log")" | tee -a "$work/judge.log"
         grep -E "drop\?|DROP|noise|FAILED" "$work/judge-$sha.log" | grep -v "^REGRESSION" >> "$work/judge.log"
         pack
@@ -81,13 +80,12 @@ for extra in ${EXTRAS:-}; do
         d="$work/rerun$i"; mkdir -p "$d"
         rm -rf "$work/scratch" && mkdir -p "$work/scratch" && cp -r results "$work/scratch/results"
         [ -d verdicts ] && cp -r verdicts "$work/scratch/verdicts"
-        GEMM_SWEEP_JSON="$d/sweep.json" python3 -m gemm.track --machine "$machine" --commit HEAD \
-          --results "$work/scratch/results" > "$d/record.log" 2>&1 &&
-          python3 -m gemm regress --machine "$machine" --results "$work/scratch/results" \
-            --verdicts "$work/scratch/verdicts" --record-verdicts --json "$d/regress.json" \
-            > "$d/regress.log" 2>&1
+        export RESULTS="$work/scratch/results" VERDICTS="$work/scratch/verdicts"
+        OUT=$d MACHINE=$machine bash ci/record.sh > "$d/record.log" 2>&1 &&
+          OUT=$d MACHINE=$machine bash ci/regress.sh > "$d/regress.log" 2>&1
         echo "rerun $i: exit $? $(grep -E '^[0-9]+ series' "$d/regress.log")" | tee -a "$work/reruns.log"
         grep -E "drop\?|DROP|noise|FAILED" "$d/regress.log" >> "$work/reruns.log"
+        unset RESULTS VERDICTS
         pack
       done ;;
     quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it

@@ -132,14 +132,14 @@ def evaluate(runs, cfg: GateConfig, commit: str | None = None) -> tuple[list[Row
 
 
 def confirm(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", recorded=None,
-            log=print) -> bool:
-    """Decide flagged rows: DROP (confirmed) or noise. True if measured on a GPU here.
+            log=print) -> list[Row]:
+    """Decide flagged rows: DROP (confirmed) or noise. Returns those measured on a GPU here.
 
     `recorded`: {(kernel, size, metric): row dict} from gemm.verdicts, used without a GPU.
     """
     cands = [r for r in rows if r.verdict == "drop?"]
     if not cands:
-        return False
+        return []
     from .device import probe
     ok, why = probe() if cfg.confirm else (False, "confirmation disabled")
     if not ok:
@@ -152,7 +152,7 @@ def confirm(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", recorde
                 r.note = f"recorded {old.get('date', '?')[:10]}: {old.get('note', '')}"
             else:
                 r.verdict, r.note = "DROP", f"unconfirmed: {why}"
-        return False
+        return []
     from . import abtest
     by_ref: dict[str, list[Row]] = {}
     for r in cands:
@@ -166,7 +166,7 @@ def confirm(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", recorde
             continue
         for r in group:
             _judge_ab(r, got.get((r.kernel, r.size, r.metric), {}))
-    return True
+    return cands
 
 
 def _series(rows: list[Row]) -> dict[str, list[str]]:
@@ -186,10 +186,7 @@ def _judge_ab(r: Row, got: dict) -> None:
         return
     r.remeasured = r.ab_new = stats.median(new)
     if not ref:  # the reference code failed here: judge the new code against the history
-        drop = r.centre - r.ab_new > r.bound * abs(r.centre)
-        r.verdict = "DROP" if drop else "noise"
-        r.note = (f"{'confirmed' if drop else 'not confirmed'}: re-measured {r.ab_new:.4g}; "
-                  f"the reference {r.reference[:10]} failed in the A/B")
+        _versus_history(r, r.ab_new, f"the reference {r.reference[:10]} failed in the A/B")
         return
     r.ab_reference = stats.median(ref)
     change = (r.ab_new - r.ab_reference) / r.ab_reference
@@ -200,8 +197,17 @@ def _judge_ab(r: Row, got: dict) -> None:
         r.verdict, r.note = "noise", f"not confirmed: {ab}; the reference recorded {r.ref_value:.4g}"
 
 
+def _versus_history(r: Row, v: float, why: str) -> None:
+    """Judge a re-measured value of the new code against the history's bound."""
+    r.remeasured = v
+    drop = r.centre - v > r.bound * abs(r.centre)
+    r.verdict = "DROP" if drop else "noise"
+    r.note = f"{'confirmed' if drop else 'not confirmed'}: re-measured {v:.4g}; {why}"
+
+
 def _remeasure_alone(cands: list[Row], cfg: GateConfig, log, why: str) -> None:
     """Re-measure the new code only (the working tree's) and judge it against the history."""
+    from .abtest import METRICS
     from .sweep import derived, problems_from_sizes, sweep
     from .track import POLICY
     got: dict[tuple, list] = {}
@@ -211,19 +217,14 @@ def _remeasure_alone(cands: list[Row], cfg: GateConfig, log, why: str) -> None:
             res = sweep([kernel], problems_from_sizes(sizes), POLICY)
             for rec in res["records"]:
                 d = derived(rec)
-                got.setdefault((kernel, rec["size"], "TFLOPS"), []).append(d["tflops"])
-                got.setdefault((kernel, rec["size"], "% of cuBLAS"), []).append(d["pct"])
+                for metric, key in METRICS.items():
+                    got.setdefault((kernel, rec["size"], metric), []).append(d[key])
     for r in cands:
         vals = [v for v in got.get((r.kernel, r.size, r.metric), []) if v is not None]
-        if not vals:
-            r.verdict, r.note = "FAILED", "re-measurement failed"
-            continue
-        v = stats.median(vals)
-        r.remeasured = v
-        if r.centre - v > r.bound * abs(r.centre):
-            r.verdict, r.note = "DROP", f"confirmed: re-measured {v:.4g}; {why}"
+        if vals:
+            _versus_history(r, stats.median(vals), why)
         else:
-            r.verdict, r.note = "noise", f"not confirmed: re-measured {v:.4g}; {why}"
+            r.verdict, r.note = "FAILED", "re-measurement failed"
 
 
 def render(rows: list[Row], new_run) -> str:
@@ -277,14 +278,13 @@ def main(args) -> int:
     except HistoryError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
-    flagged = [r for r in rows if r.verdict == "drop?"]
     measured = confirm(rows, cfg, new_run.commit, args.repo,
                        recorded=verdicts.load(args.verdicts, machine, new_run.commit),
                        log=lambda s: print(s, file=sys.stderr, flush=True))
     if measured and args.record_verdicts:
         from .device import Clocks
         path = verdicts.save(args.verdicts, machine, new_run.commit,
-                             [asdict(r) for r in flagged], Clocks().identity())
+                             [asdict(r) for r in measured], Clocks().identity())
         print(f"gemm regress: verdicts kept in {path}", file=sys.stderr)
     shown = rows if args.all else [r for r in rows if r.verdict not in ("ok",)]
     print(render(shown, new_run) if shown else
