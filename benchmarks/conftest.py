@@ -1,6 +1,6 @@
 """pytest-benchmark settings for the quick local A/B check (see README, "Before you push").
 
-- The timer synchronizes the GPU (gemm.benchtimer.cuda_synchronized) unless --benchmark-timer
+- The timer synchronizes the GPU (gemm.testing.cuda_synchronized) unless --benchmark-timer
   is given.
 - Saved runs go to .benchmarks/<gpu>/ (e.g. .benchmarks/h200/), so runs from different GPUs
   are never compared with each other; the GPU, driver and CUDA version are added to the
@@ -32,10 +32,10 @@ def pytest_configure(config):
         return  # pytest-benchmark is not installed
     if "pytest_benchmark.timers" in str(config.option.benchmark_timer) or \
             "perf_counter" in str(config.option.benchmark_timer):
-        config.option.benchmark_timer = "gemm.benchtimer.cuda_synchronized"
+        config.option.benchmark_timer = "gemm.testing.cuda_synchronized"
     gpu = _gpu()
     if gpu and config.option.benchmark_storage == DEFAULT_STORAGE:
-        from gemm.device import gpu_slug
+        from gemm.core.machines import gpu_slug
         config.option.benchmark_storage = f"{DEFAULT_STORAGE}/{gpu_slug(gpu['name'])}"
 
 

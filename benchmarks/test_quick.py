@@ -4,66 +4,58 @@
     pytest benchmarks/ --benchmark-compare --benchmark-compare-fail=median:5%   # after
 
 Each round is a fixed batch of launches (set by the size alone, so A and B rounds do the same
-work); the timer synchronizes the GPU (benchmarks/conftest.py). TFLOPS are attached to every result as extra_info.
+work); the timer synchronizes the GPU (benchmarks/conftest.py). TFLOPS are attached to every
+result as extra_info.
 """
 import pytest
 
-from gemm import registry
-from gemm.problem import Problem
+from gemm.core import registry, shapes
+from gemm.core.problem import Problem
 
-SIZES = [1024, 4096]
+TARGETS = registry.names() + registry.baselines()
 
 
 def launches_per_round(prob: Problem) -> int:
     """About 1e11 FLOP per round (46 launches at 1024, 1 at 4096 and above)."""
     return max(1, int(1e11 // prob.flops))
-TARGETS = registry.names() + ["cublas_fp32"]
 
 
 @pytest.fixture(scope="module")
 def operands(gpu):
-    from gemm.gpucheck import GpuChecker
-    chk = GpuChecker()
+    from gemm.measure.check import Checker
+    chk = Checker()
     cache = {}
 
-    def get(n):
-        if n not in cache:
-            cache[n] = [chk.random_matrix(n, n, 7 + i) for i in range(3)]
-        return cache[n]
+    def get(prob):
+        if prob not in cache:
+            cache[prob] = chk.operands(prob, seed=7)
+        return cache[prob]
 
     yield get
-    for bufs in cache.values():
-        for b in bufs:
-            b.free()
+    for ops in cache.values():
+        ops.free()
     chk.close()
 
 
-@pytest.mark.parametrize("size", SIZES, ids=str)
+@pytest.mark.parametrize("prob", shapes.problems(shapes.QUICK), ids=lambda p: p.label)
 @pytest.mark.parametrize("target", TARGETS)
-def test_gemm(benchmark, operands, target, size):
-    from gemm.device import cuda
-    prob = Problem.square(size)
-    a, b, c = operands(size)
-    blas = None
-    if target.startswith("cublas"):
-        from gemm.baseline import Cublas
-        blas = Cublas(target)
-        launch = blas.launcher(prob)
-    else:
-        from gemm.launch import launcher
-        launch = launcher(registry.get(target), prob)
+def test_gemm(benchmark, operands, target, prob):
+    from gemm.cuda.device import cuda
+    from gemm.cuda.targets import open_target
+    ops = operands(prob)
+    t = open_target(target)
+    launch = t.launcher(prob)
     # launches per round depend on the size only, never on a measurement, so the rounds of an
     # A run and a B run do the same work and their times compare directly
     n = launches_per_round(prob)
 
     def batch():
         for _ in range(n):
-            launch(a, b, c)
+            launch(ops.a, ops.b, ops.out)
 
     cuda()
     benchmark.pedantic(batch, rounds=5, iterations=1, warmup_rounds=1)
-    if blas:
-        blas.close()
+    t.close()
     per_call = benchmark.stats.stats.median / n
-    benchmark.extra_info.update(size=size, launches_per_round=n,
+    benchmark.extra_info.update(size=prob.label, launches_per_round=n,
                                 tflops=round(prob.flops / per_call / 1e12, 3))

@@ -50,9 +50,9 @@ def torch_tflops(n, reps=20, batches=15):
 
 
 def main():
-    from gemm.report import table
-    from gemm.stats import median, min_max_spread
-    from gemm.sweep import derived
+    from gemm.cli.tables import table
+    from gemm.core.metrics import baseline_values, values
+    from gemm.core.stats import median, min_max_spread
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
     runs = [bench(out_dir, i) for i in range(RUNS)]
     rows, report = [], {"spread": {}, "cublas_vs_torch": {}}
@@ -60,9 +60,8 @@ def main():
         ks, bs = [], []
         for r in runs:
             rec = next(x for x in r["records"] if x["size"] == size)
-            d = derived(rec)
-            ks.append(d["tflops"])
-            bs.append(d["baseline_tflops"])
+            ks.append(values(rec)["tflops"])
+            bs.append(baseline_values(rec)["tflops"])
         report["spread"][size] = {"kernel_tflops": ks, "cublas_tflops": bs,
                                   "kernel_spread": min_max_spread(ks), "cublas_spread": min_max_spread(bs)}
         rows.append([size, " / ".join(f"{k:.3f}" for k in ks), f"{100 * min_max_spread(ks):.3f} %",

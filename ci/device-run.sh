@@ -2,7 +2,7 @@
 # For the lent GPU machine of this workplace (the `device` tool): the whole per-commit job
 # (ci/per-commit.sh) plus optional extras, everything bundled into $OUT/bundle.tgz (the tool
 # returns at most 8 files). EXTRAS: space-separated from
-#   bench       gemm bench, all kernels, 512..8192 (the seed's table)
+#   bench       gemm bench, every kernel at the tracked sizes (the seed's table)
 #   crosscheck  ci/crosscheck.py: seed kernel spread over 3 processes; cuBLAS vs torch.mm
 #   rerun       RERUNS more record + regress passes of the same commit (noise check)
 #   backfill    record the commits in $BACKFILL (their own code, from git worktrees) first
@@ -12,17 +12,19 @@
 #               commits, judged against the history before each; A/B where flagged), while
 #               the run is under DEADLINE_S seconds (default 480)
 #   check       gemm check: every kernel over the odd shapes and (alpha, beta) pairs
-#   cold        gemm bench --mode cold (L2 flushed before each launch), kernels 04-05
+#   cold        gemm bench --mode cold (L2 flushed before each launch), kernels $COLD_K
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
-# PER_COMMIT=0 skips the per-commit job (e.g. a call that only reruns).
+# PER_COMMIT=0 skips the per-commit job (e.g. a call that only reruns); PRISTINE=1 first resets
+# the working tree that travelled to HEAD (uncommitted edits would make the record refuse).
 # Usage there: source .devkit/env.sh && EXTRAS="bench crosscheck" bash ci/device-run.sh
 set -uo pipefail
-cd "$(dirname "$0")/.."
 final=${OUT:?set OUT}
 work=$(mktemp -d)
-export OUT=$work PYTHONUNBUFFERED=1
+export OUT=$work
+source "$(dirname "$0")/lib.sh"
 t0=$SECONDS
 pack() { tar czf "$work/results.tgz" results verdicts 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
+summary() { gemm show "$@" 2>&1 | tail -n 12; }   # the verdict line of a gemm.regress/1 report
 git config --global --add safe.directory '*' 2>/dev/null
 if [ -f .gitcarry/repo.bundle ]; then
   # the device tool's copy of .git can be a skeleton or stale: take history, branches and HEAD
@@ -33,17 +35,20 @@ if [ -f .gitcarry/repo.bundle ]; then
     echo "git: history restored from .gitcarry/repo.bundle"
 fi
 git rev-parse -q --verify HEAD >/dev/null || { echo "git: no HEAD; giving up"; exit 2; }
+if [ "${PRISTINE:-0}" = 1 ]; then  # measure HEAD exactly: drop uncommitted edits that travelled
+  git checkout -q -f HEAD -- . && git clean -fdq -- kernels gemm tests benchmarks ci &&
+    echo "git: working tree reset to HEAD"
+fi
 echo "git: $(git rev-parse --short HEAD 2>&1 | head -1) on $(git branch --show-current 2>&1)"
-machine=${MACHINE:-h200}
+export MACHINE=${MACHINE:-h200}
 worktree() { rm -rf "/tmp/wt-$1"; git worktree add -f --detach "/tmp/wt-$1" "$1" >/dev/null 2>&1 && echo "/tmp/wt-$1"; }
+rc=0
 for sha in ${BACKFILL:-}; do
   wt=$(worktree "$sha") || { echo "backfill: no worktree for $sha"; rc=1; continue; }
-  python3 -m gemm machine --machine "$machine" >/dev/null
-  GEMM_SWEEP_JSON="$work/sweep-$sha.json" python3 -m gemm.track --repo "$wt" --results results \
-    --machine "$machine" --commit "$sha" > "$work/backfill-$sha.log" 2>&1
+  gemm record --repo "$wt" --results results --machine "$MACHINE" --commit "$sha" \
+    > "$work/backfill-$sha.log" 2>&1
   echo "backfill $sha: exit $?" | tee -a "$work/backfill.log"
 done
-rc=0
 if [ "${PER_COMMIT:-1}" = 1 ]; then bash ci/per-commit.sh > "$work/per-commit.log" 2>&1; rc=$?; fi
 pack
 for extra in ${EXTRAS:-}; do
@@ -53,12 +58,12 @@ for extra in ${EXTRAS:-}; do
       rm -rf "$wt/results" "$wt/verdicts" && cp -r results "$wt/results"
       [ -d verdicts ] && cp -r verdicts "$wt/verdicts"
       mkdir -p "$work/throwaway"
-      (cd "$wt" && OUT="$work/throwaway" MACHINE=$machine PYTHONPATH="$wt:$PYTHONPATH" bash ci/record.sh \
+      (cd "$wt" && OUT="$work/throwaway" PYTHONPATH="$wt:$PYTHONPATH" bash ci/record.sh \
          > "$work/throwaway/record.log" 2>&1 &&
-       OUT="$work/throwaway" MACHINE=$machine PYTHONPATH="$wt:$PYTHONPATH" bash ci/regress.sh \
+       OUT="$work/throwaway" PYTHONPATH="$wt:$PYTHONPATH" bash ci/regress.sh \
          --commit "$(git rev-parse HEAD)" > "$work/throwaway/regress.log" 2>&1)
       echo "throwaway $THROWAWAY: gate exit $? (expected 1)" | tee "$work/throwaway.log"
-      cat "$work/throwaway/regress.log" >> "$work/throwaway.log"
+      summary "$work/throwaway/regress.json" >> "$work/throwaway.log"
       pack ;;
     judge)
       for sha in ${JUDGE:?}; do
@@ -66,26 +71,24 @@ for extra in ${EXTRAS:-}; do
           echo "judge $sha: not run (over DEADLINE_S)" | tee -a "$work/judge.log"; continue
         fi
         OUT="$work/judge-$sha" bash ci/regress.sh --commit "$sha" > "$work/judge-$sha.log" 2>&1
-        echo "judge $sha: exit $? $(grep -E '^[0-9]+ series' "$work/judge-$sha.log")" | tee -a "$work/judge.log"
-        grep -E "drop\?|DROP|noise|FAILED" "$work/judge-$sha.log" | grep -v "^REGRESSION" >> "$work/judge.log"
+        echo "judge $sha: exit $?" | tee -a "$work/judge.log"
+        summary "$work/judge-$sha/regress.json" >> "$work/judge.log"
         pack
       done ;;
-    bench) python3 -m gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
-    check) python3 -m gemm check > "$work/check.log" 2>&1 || rc=1 ;;
-    cold) python3 -m gemm bench --mode cold -k 04 -k 05 --sizes 1024 4096 8192 \
-            > "$work/cold.log" 2>&1 || rc=1 ;;
+    bench) gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
+    check) gemm check > "$work/check.log" 2>&1 || rc=1 ;;
+    cold) gemm bench --mode cold $(for k in ${COLD_K:-04 05}; do echo -k "$k"; done) \
+            --sizes 1024 4096 8192 > "$work/cold.log" 2>&1 || rc=1 ;;
     crosscheck) python3 ci/crosscheck.py "$work" > "$work/crosscheck.log" 2>&1 || rc=1 ;;
     rerun)  # into a scratch copy of the history: the per-commit record above stays as recorded
       for i in $(seq 1 "${RERUNS:-3}"); do
         d="$work/rerun$i"; mkdir -p "$d"
         rm -rf "$work/scratch" && mkdir -p "$work/scratch" && cp -r results "$work/scratch/results"
         [ -d verdicts ] && cp -r verdicts "$work/scratch/verdicts"
-        export RESULTS="$work/scratch/results" VERDICTS="$work/scratch/verdicts"
-        OUT=$d MACHINE=$machine bash ci/record.sh > "$d/record.log" 2>&1 &&
-          OUT=$d MACHINE=$machine bash ci/regress.sh > "$d/regress.log" 2>&1
-        echo "rerun $i: exit $? $(grep -E '^[0-9]+ series' "$d/regress.log")" | tee -a "$work/reruns.log"
-        grep -E "drop\?|DROP|noise|FAILED" "$d/regress.log" >> "$work/reruns.log"
-        unset RESULTS VERDICTS
+        RESULTS="$work/scratch/results" VERDICTS="$work/scratch/verdicts" OUT=$d \
+          bash -c 'bash ci/record.sh > "$OUT/record.log" 2>&1 && bash ci/regress.sh > "$OUT/regress.log" 2>&1'
+        echo "rerun $i: exit $?" | tee -a "$work/reruns.log"
+        summary "$d/regress.json" >> "$work/reruns.log"
         pack
       done ;;
     quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it
@@ -97,9 +100,8 @@ for extra in ${EXTRAS:-}; do
 done
 tar czf "$work/results.tgz" results verdicts 2>/dev/null
 tar czf "$final/bundle.tgz" -C "$work" .
-cp "$work/sweep.json" "$final/" 2>/dev/null
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
-[ -f "$work/per-commit.log" ] && tail -n 30 "$work/per-commit.log"
+[ -f "$work/per-commit.log" ] && tail -n 40 "$work/per-commit.log"
 for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done

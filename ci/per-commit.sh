@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # The whole per-commit GPU job, in order: set up, correctness gate, record the benchmarks with
-# asv, regression gate, publish. Logs and results go to $OUT (default out/); a short table of
-# this commit's TFLOPS and % of cuBLAS is printed last. Exit non-zero if any stage failed.
+# asv, regression gate, memory check, publish. Logs and reports go to $OUT (default out/); the
+# table of this commit's TFLOPS and % of cuBLAS and the gate's verdict are printed last.
+# Exit non-zero if any stage failed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-export OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
+source "$(dirname "$0")/lib.sh"
 status=0
 stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, remember a failure
   local name=$1; shift
@@ -18,11 +17,13 @@ stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, remember a failure
   return $rc
 }
 stage setup bash ci/setup.sh || exit 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$OUT/gpu.csv" 2>&1 || true
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+  --format=csv > "$OUT/gpu.csv" 2>&1 || true
 stage gate bash ci/gate.sh
 stage record bash ci/record.sh && stage regress bash ci/regress.sh --all
+if command -v compute-sanitizer >/dev/null; then stage memcheck bash ci/memcheck.sh; fi
 stage publish bash ci/publish.sh || true
 tar czf "$OUT/results.tgz" results $( [ -d verdicts ] && echo verdicts)
-[ -f "$OUT/sweep.json" ] && python3 -m gemm show "$OUT/sweep.json"
-grep -E "^(REGRESSION|[0-9]+ series)" "$OUT/regress.log" 2>/dev/null
+reports=$(ls "$OUT"/sweeps/*.json "$OUT/regress.json" 2>/dev/null)
+[ -n "$reports" ] && gemm show $reports
 exit $status

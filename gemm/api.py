@@ -1,58 +1,38 @@
-"""The library call: C = alpha * A @ B + beta * C with a registered kernel, on host arrays.
+"""The library call: C = alpha * A @ B + beta * C with a registered kernel or a cuBLAS
+configuration, on host arrays.
 
 Everything is validated before anything reaches the GPU; bad input raises TypeError or
-ValueError and leaves the CUDA context untouched.
+ValueError and leaves the CUDA context untouched. The run itself is gemm.cuda.buffers.run_once:
+with beta == 0 the output is filled with NaN first, so any element the kernel fails to write
+comes back as NaN.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .problem import problem_for
-from .registry import KernelSpec, get
+from .core.problem import problem_for
+from .core.registry import KernelSpec
 
 
-def gemm(kernel: str | KernelSpec, a, b, c=None, alpha: float = 1.0, beta: float = 0.0,
-         poison: bool = True) -> np.ndarray:
-    """Run `kernel` (name or spec) and return the new C as a host array.
-
-    With beta == 0 the device C is filled with NaN first (poison) so that any element the
-    kernel fails to write shows up as NaN.
-    """
-    spec = get(kernel) if isinstance(kernel, str) else kernel
+def gemm(target: str | KernelSpec, a, b, c=None, alpha: float = 1.0,
+         beta: float = 0.0) -> np.ndarray:
+    """Run `target` (a kernel name, prefix or spec, or 'cublas_fp32' / 'cublas_tf32') and
+    return the new C as a host array."""
+    from .cuda.targets import resolve
+    what = resolve(target)
     prob = problem_for(a, b, c, alpha, beta)
     if c is None:
         c = np.zeros((prob.M, prob.N), dtype=np.float32)
-    from .data import DeviceOperands
-    from .device import cuda
-    from .launch import launcher
-    launch = launcher(spec, prob)
-    ops = DeviceOperands(a, b, c)
+    from .cuda.buffers import DeviceOperands, run_once
+    from .cuda.targets import open_target
+    t = open_target(what)
     try:
-        if poison and beta == 0:
-            ops.poison()
-        launch(ops.a, ops.b, ops.c)
-        cuda().Context.synchronize()
-        return ops.get_c()
+        launch = t.launcher(prob)
+        ops = DeviceOperands(a, b, c)
+        try:
+            run_once(launch, ops.a, ops.b, ops.c, prob)
+            return ops.get_c()
+        finally:
+            ops.free()
     finally:
-        ops.free()
-
-
-def cublas_gemm(mode: str, a, b, c=None, alpha: float = 1.0, beta: float = 0.0) -> np.ndarray:
-    """The same call through cuBLAS (`cublas_fp32`, `cublas_tf32`)."""
-    prob = problem_for(a, b, c, alpha, beta)
-    if c is None:
-        c = np.zeros((prob.M, prob.N), dtype=np.float32)
-    from .baseline import Cublas
-    from .data import DeviceOperands
-    from .device import cuda
-    blas = Cublas(mode)
-    ops = DeviceOperands(a, b, c)
-    try:
-        if beta == 0:
-            ops.poison()
-        blas.launcher(prob)(ops.a, ops.b, ops.c)
-        cuda().Context.synchronize()
-        return ops.get_c()
-    finally:
-        ops.free()
-        blas.close()
+        t.close()

@@ -1,19 +1,40 @@
 """The gate's A/B confirmation, on the CPU: real git worktrees and real subprocesses, each
 commit carrying a stand-in `gemm` package whose 'measurement' is a number fixed in that commit.
-This checks the plumbing the GPU run relies on: the right code is checked out and imported
-(not the installed package), both sides are measured in turns, and the gate judges code
-against code, so a machine shift is dismissed and a code regression is not."""
+This checks the plumbing the GPU run relies on: the right code is checked out and measured
+through its own entry point (`python -m gemm measure`, or the legacy names for commits from
+before it), both sides are measured in turns, and the gate judges code against code, so a
+machine shift is dismissed and a code regression is not."""
 import json
+import shutil
 import subprocess
 import textwrap
 
 import pytest
 
-from gemm import abtest
 from gemm.cli import main as cli_main
+from gemm.track import abtest
 from tests.asvfake import write_benchmarks, write_run
 
-STUB_SWEEP = '''
+STUB_MAIN = '''
+import json, os, sys
+TFLOPS = {tflops}
+args = sys.argv[1:]
+if args[:1] != ["measure"]:
+    sys.exit(2)
+if "--help" in args:
+    sys.exit(0)
+kernel = args[args.index("--kernel") + 1]
+sizes = args[args.index("--sizes") + 1:args.index("--json")]
+with open("calls.log", "a") as f:
+    f.write(kernel + "\\n")
+doc = {{"schema": "gemm.measure/1",
+        "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
+        "values": [{{"kernel": kernel, "size": s, "status": "ok", "error": "",
+                    "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}} for s in sizes]}}
+open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
+'''
+
+LEGACY_SWEEP = '''
 from types import SimpleNamespace
 TFLOPS = {tflops}
 def problems_from_sizes(sizes):
@@ -33,13 +54,18 @@ def git(repo, *args):
                           text=True).stdout.strip()
 
 
-def commit_stub(repo, tflops, msg):
+def commit_stub(repo, tflops, msg, legacy=False):
+    """A commit whose `gemm` measures `tflops`: through `python -m gemm measure`, or (legacy)
+    through the gemm.sweep / gemm.track names the commits before that entry point had."""
     pkg = repo / "gemm"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "track.py").write_text("POLICY = None\n")
-    (pkg / "sweep.py").write_text(textwrap.dedent(STUB_SWEEP.format(tflops=tflops)))
-    git(repo, "add", "gemm")
+    if legacy:
+        (pkg / "track.py").write_text("POLICY = None\n")
+        (pkg / "sweep.py").write_text(textwrap.dedent(LEGACY_SWEEP.format(tflops=tflops)))
+    else:
+        (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops)))
+    git(repo, "add", "-A", "gemm")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
     return git(repo, "rev-parse", "HEAD")
 
@@ -57,18 +83,28 @@ def test_run_measures_each_commits_own_code_in_turns(stub_repo):
     b = commit_stub(stub_repo, 27.0, "b")
     log = []
     got = abtest.run(stub_repo, a, b, {"05_2d": ["4096", "8192"]}, rounds=2, log=log.append)
-    assert got[("05_2d", "4096", "TFLOPS")] == {"reference": [30.0, 30.0], "new": [27.0, 27.0]}
-    assert got[("05_2d", "8192", "% of cuBLAS")]["new"] == [54.0, 54.0]
+    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0, 30.0], "new": [27.0, 27.0]}
+    assert got[("05_2d", "8192", "pct_of_cublas")]["new"] == [54.0, 54.0]
     sides = [line.split(": ")[2].split()[0] for line in log]
     assert sides == ["reference", "new", "new", "reference"]   # A B, B A
     assert "gemm-ab-" not in git(stub_repo, "worktree", "list")  # worktrees removed
+
+
+def test_a_commit_from_before_the_entry_point_is_measured_by_its_old_names(stub_repo):
+    a = commit_stub(stub_repo, 30.0, "a", legacy=True)
+    b = commit_stub(stub_repo, 27.0, "b")
+    (stub_repo / "gemm" / "sweep.py").unlink()
+    got = abtest.run(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
+    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0], "new": [27.0]}
+    assert got[("05_2d", "4096", "pct_of_cublas")] == {"reference": [60.0], "new": [54.0]}
 
 
 def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
     a = commit_stub(stub_repo, 30.0, "a")
     with pytest.raises(abtest.ABError, match="rev-parse"):
         abtest.run(stub_repo, "f" * 40, a, {"k": ["512"]}, log=lambda s: None)
-    (stub_repo / "gemm" / "sweep.py").write_text("raise ImportError('broken on purpose')\n")
+    (stub_repo / "gemm" / "__main__.py").write_text(
+        "import sys\nif '--help' in sys.argv: sys.exit(0)\nraise ImportError('broken on purpose')\n")
     git(stub_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "broken")
     broken = git(stub_repo, "rev-parse", "HEAD")
     with pytest.raises(abtest.ABError, match="broken on purpose"):
@@ -90,8 +126,8 @@ def gate(stub_repo, res, *extra):
 
 @pytest.fixture
 def gpu_here(monkeypatch):
-    import gemm.device
-    monkeypatch.setattr(gemm.device, "probe", lambda: (True, ""))
+    import gemm.track.confirm
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
 
 
 def test_a_machine_shift_is_dismissed(stub_repo, gpu_here, capsys):
@@ -115,20 +151,22 @@ def test_a_code_regression_is_confirmed_and_named(stub_repo, gpu_here, capsys):
     assert "REGRESSION: 05_2d at 4096: TFLOPS DROP" in out
     assert "30 -> 29 (-3.33 %)" in out
     rows = json.loads((stub_repo.parent / "v.json").read_text())["rows"]
-    tf = [r for r in rows if r["metric"] == "TFLOPS"][0]
+    tf = [r for r in rows if r["metric"] == "tflops"][0]
     assert (tf["ab_reference"], tf["ab_new"], tf["reference"]) == (30.0, 29.0, shas[2])  # a tie: the latest
 
 
 def test_recorded_verdicts_stand_in_for_a_gpu_but_only_for_that_value(stub_repo, monkeypatch,
                                                                         capsys):
-    import gemm.device
+    import gemm.measure.facts
+    import gemm.track.confirm
     shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(3)]
     res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.0), (shas[2], 29.0)])
-    monkeypatch.setattr(gemm.device, "probe", lambda: (True, ""))
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
+    monkeypatch.setattr(gemm.measure.facts, "gpu_identity", lambda: "NVIDIA H200 GPU-test")
     assert gate(stub_repo, res, "--record-verdicts") == 0
     kept = stub_repo.parent / "verdicts" / "h200" / f"{shas[2]}.json"
     assert {r["verdict"] for r in json.loads(kept.read_text())["rows"]} == {"noise"}
-    monkeypatch.setattr(gemm.device, "probe", lambda: (False, "no GPU here"))
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (False, "no GPU here"))
     capsys.readouterr()
     assert gate(stub_repo, res) == 0
     assert "recorded 20" in capsys.readouterr().out
@@ -138,18 +176,16 @@ def test_recorded_verdicts_stand_in_for_a_gpu_but_only_for_that_value(stub_repo,
     assert "unconfirmed: no GPU here" in capsys.readouterr().out
 
 
-def test_without_a_checkout_the_new_code_is_re_measured_alone(stub_repo, gpu_here, monkeypatch,
-                                                              capsys):
-    import gemm.sweep
+def test_without_a_reference_the_judged_commits_own_code_is_re_measured(stub_repo, gpu_here,
+                                                                         capsys):
     shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(2)]
+    (stub_repo / "gemm" / "__main__.py").write_text("raise SystemExit('the working tree')\n")
     res = history_for(stub_repo, [("e" * 40, 30.0), (shas[1], 29.0)])   # unknown reference
-
-    def sweep(kernels, problems, policy=None, **kw):
-        return {"records": [{"kernel": kernels[0], "size": p.label, "flops": 2e12,
-                             "status": "ok", "kernel_time": {"samples_s": [2e12 / 29.0e12]},
-                             "baseline_time": {"samples_s": [2e12 / 29.0e12 * 0.58]}}
-                            for p in problems]}
-    monkeypatch.setattr(gemm.sweep, "sweep", sweep)
     assert gate(stub_repo, res) == 1          # 29.0 re-measured is still 3 % under 30
     out = capsys.readouterr().out
     assert "confirmed: re-measured 29" in out and "no A/B" in out
+    shas.append(commit_stub(stub_repo, 30.0, "recovered"))
+    shutil.rmtree(res)
+    res = history_for(stub_repo, [("e" * 40, 30.0), (shas[2], 29.0)])
+    assert gate(stub_repo, res) == 0          # its own code measures 30: not confirmed
+    assert "not confirmed: re-measured 30" in capsys.readouterr().out

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from gemm import cli
+from gemm.core import shapes
 
 
 def run(*args):
@@ -20,7 +21,7 @@ def test_list_shows_every_kernel():
 
 def test_parser_defaults():
     args = cli.build_parser().parse_args(["bench"])
-    assert args.sizes == ["512", "1024", "2048", "4096", "8192"] and args.mode == "hot"
+    assert args.sizes == list(shapes.TRACKED) and args.mode == "hot"
     args = cli.build_parser().parse_args(["bench", "-k", "05", "--sizes", "1000x832x504"])
     assert args.kernel == ["05"] and args.sizes == ["1000x832x504"]
 
@@ -39,16 +40,16 @@ def test_bad_arguments_are_one_sentence(argv, msg):
 
 
 def test_gpu_commands_without_a_gpu(monkeypatch, capsys):
-    import gemm.device as dev
+    import gemm.cuda.device as dev
     monkeypatch.setattr(dev, "probe", lambda: (False, "the CUDA driver sees no GPU"))
-    for argv in (["bench"], ["check"]):
+    for argv in (["bench"], ["check"], ["measure"], ["measure", "--probe"], ["machine"]):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err
         assert "needs a CUDA GPU" in err and "sees no GPU" in err and len(err.splitlines()) == 1
 
 
 def test_real_no_gpu_path_has_no_traceback():
-    from gemm.device import probe
+    from gemm.cuda.device import probe
     if probe()[0]:
         pytest.skip("a GPU is present")
     out = run("bench", "--sizes", "64")

@@ -1,12 +1,13 @@
 """Launch geometry: every element of C belongs to exactly one block, for any shape."""
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from gemm import registry
-from gemm.launch import edge_blocks, grids, tile_cover
-from gemm.problem import Problem
+from gemm.core import registry
+from gemm.core.geometry import edge_blocks, plan, tile_cover
+from gemm.core.problem import Problem
 
 SHAPES = [(1, 1, 1), (64, 64, 64), (65, 129, 7), (127, 1, 300), (1, 4097, 3), (4095, 63, 129),
           (1000, 832, 504), (63, 64, 8), (64, 63, 8), (128, 200, 1)]
@@ -27,13 +28,26 @@ def test_tiles_partition_c(name, shape):
 
 def test_split_grids_for_the_seed_kernel():
     spec = registry.get("05")
-    g = grids(spec, Problem(1000, 1000, 1000))
-    assert g.main == (15, 15, 1)          # 15 full 64x64 tiles each way
-    assert g.edge == (16 + 15, 1, 1)      # right strip (16 row tiles) + bottom strip (15)
-    g = grids(spec, Problem(4096, 4096, 4096))
-    assert g.main == (64, 64, 1) and g.edge is None
-    g = grids(spec, Problem(10, 10, 10))
-    assert g.main is None and g.edge == (1, 1, 1)
+    main, edge = spec.main, spec.edge
+    assert plan(spec, Problem(1000, 1000, 1000)) == [
+        (main, (15, 15, 1)),              # 15 full 64x64 tiles each way
+        (edge, (16 + 15, 1, 1))]          # right strip (16 row tiles) + bottom strip (15)
+    assert plan(spec, Problem(4096, 4096, 4096)) == [(main, (64, 64, 1))]
+    assert plan(spec, Problem(10, 10, 10)) == [(edge, (1, 1, 1))]
+
+
+def test_vector_kernels_take_their_fallback_on_unaligned_shapes():
+    spec = replace(registry.get("05"), align=4, fallback="sgemm_any")
+    assert [e for e, _ in plan(spec, Problem(128, 128, 128))] == [spec.main]
+    for shape in ((128, 130, 128), (128, 128, 130), (1, 1, 1), (65, 129, 7)):
+        (entry, grid), = plan(spec, Problem(*shape))
+        assert entry == "sgemm_any" and grid == (-(-shape[1] // 64), -(-shape[0] // 64), 1)
+    assert [e for e, _ in plan(spec, Problem(130, 132, 4))] == [spec.main, spec.edge]  # M is free
+
+
+def test_grid_limit_is_a_clear_error():
+    with pytest.raises(ValueError, match="grid limit"):
+        plan(registry.get("01"), Problem(32 * 65536, 1, 1))
 
 
 def test_edge_block_count():

@@ -1,85 +1,108 @@
-"""The correctness gate on the GPU: every kernel and cuBLAS on every shape and (alpha, beta).
+"""The correctness gate on the GPU: every kernel and cuBLAS baseline on every shape and
+(alpha, beta), through the one correctness path the sweep uses (gemm.measure.check).
 
-Fresh random inputs every session; C is poisoned with NaN before each launch when beta == 0
-(so an unwritten element fails); every element is checked against the float64 reference
-with the K- and precision-derived tolerance of gemm.verify. Skipped, with the reason, where
-there is no GPU.
+Fresh random operands on the device every session (the seed is in the failure message); the
+output is NaN-poisoned before each launch when beta == 0, so an unwritten element fails; every
+element is checked against the float64 reference (cuBLAS DGEMM) with the K- and
+precision-derived tolerance of gemm.core.tolerance. Skipped, with the reason, where there is
+no GPU; on a GPU runner GEMM_REQUIRE_GPU=1 turns that skip into a failure.
 """
 import numpy as np
 import pytest
 
-from gemm import api, registry, verify
-from gemm.cli import CHECK_AB, CHECK_SHAPES
-from gemm.problem import Problem
+from gemm import api
+from gemm.core import registry, shapes
+from gemm.core.problem import Problem
+from gemm.core.tolerance import check_host, reference_host
 
-SHAPES = [Problem.parse(s) for s in CHECK_SHAPES]
-KERNELS = registry.names()
-BASELINES = sorted({s.baseline for s in registry.registry().values()})
-
-_cache: dict = {}
+SHAPES = shapes.problems(shapes.CHECK_SHAPES)
+TARGETS = registry.names() + registry.baselines()
 
 
-def case(prob, alpha, beta):
-    """Fresh operands and their float64 reference, shared by the kernels within a session."""
-    key = (prob.M, prob.N, prob.K, alpha, beta)
-    if key not in _cache:
-        from gemm.data import random_operands
-        a, b, c = random_operands(prob)  # seed None: new entropy every session
-        ref, mag, where = verify.reference(a, b, c, alpha, beta)
-        _cache.clear() if len(_cache) > 8 else None
-        _cache[key] = (a, b, c, ref, mag, where)
-    return _cache[key]
+@pytest.fixture(scope="session")
+def checker(gpu):
+    from gemm.measure.check import Checker
+    chk = Checker()
+    yield chk
+    chk.close()
 
 
-def ids(p):
-    return p.label if isinstance(p, Problem) else None
+_cases: dict = {}
 
 
-@pytest.mark.parametrize("alpha,beta", CHECK_AB, ids=lambda v: str(v))
-@pytest.mark.parametrize("prob", SHAPES, ids=ids)
-@pytest.mark.parametrize("kernel", KERNELS)
-def test_kernel_is_correct(gpu, kernel, prob, alpha, beta):
-    a, b, c, ref, mag, where = case(prob, alpha, beta)
-    out = api.gemm(kernel, a, b, c.copy(), alpha, beta)
-    v = verify.compare(out, ref, mag, prob.K, registry.get(kernel).precision, where)
-    assert v.ok, f"{kernel} {prob.label} alpha={alpha} beta={beta}: {v}"
+def case(checker, prob: Problem):
+    """Operands and their float64 reference, shared by the targets within a session."""
+    key = (prob.M, prob.N, prob.K, prob.alpha, prob.beta)
+    if key not in _cases:
+        for ops, ref in _cases.values():
+            ops.free()
+            [buf.free() for buf in ref]
+        _cases.clear()
+        ops = checker.operands(prob)   # a fresh seed: new entropy every session
+        _cases[key] = (ops, checker.reference(ops, prob))
+    return _cases[key]
 
 
-@pytest.mark.parametrize("alpha,beta", CHECK_AB, ids=lambda v: str(v))
-@pytest.mark.parametrize("prob", SHAPES, ids=ids)
-@pytest.mark.parametrize("mode", BASELINES)
-def test_cublas_baseline_is_correct(gpu, mode, prob, alpha, beta):
-    a, b, c, ref, mag, where = case(prob, alpha, beta)
-    out = api.cublas_gemm(mode, a, b, c.copy(), alpha, beta)
-    v = verify.compare(out, ref, mag, prob.K, "fp32" if mode == "cublas_fp32" else "tf32", where)
-    assert v.ok, f"{mode} {prob.label}: {v}"
+def precision(target: str) -> str:
+    from gemm.cuda.targets import BASELINE_PRECISION
+    return BASELINE_PRECISION.get(target) or registry.get(target).precision
 
 
-def test_gpu_reference_matches_numpy(gpu):
-    from gemm.data import random_operands
-    a, b, c = random_operands(Problem(300, 200, 700))
-    r1, m1, _ = verify.reference(a, b, c, 1.5, 0.5, where="cpu")
-    r2, m2, _ = verify.reference(a, b, c, 1.5, 0.5, where="gpu")
+@pytest.mark.parametrize("alpha,beta", shapes.CHECK_AB, ids=lambda v: str(v))
+@pytest.mark.parametrize("prob", SHAPES, ids=lambda p: p.label)
+@pytest.mark.parametrize("target", TARGETS)
+def test_target_is_correct(checker, target, prob, alpha, beta):
+    from gemm.cuda.targets import open_target
+    p = Problem(prob.M, prob.N, prob.K, alpha, beta)
+    ops, ref = case(checker, p)
+    t = open_target(target)
+    try:
+        v = checker.check(t.launcher(p), ops, p, precision(target), ref)
+    finally:
+        t.close()
+    assert v.ok, f"{target} {p.label} alpha={alpha} beta={beta} seed={ops.seed}: {v}"
+
+
+def _host(checker, bufs, shapes_):
+    out = [np.empty(s, dtype=np.float32) for s in shapes_]
+    checker.support.sync()
+    for h, d in zip(out, bufs):
+        checker.drv.memcpy_dtoh(h, d)
+    return out
+
+
+def test_device_reference_matches_numpy(checker):
+    prob = Problem(300, 200, 700, 1.5, 0.5)
+    ops = checker.operands(prob)
+    a, b, c = _host(checker, (ops.a, ops.b, ops.c), ((300, 700), (700, 200), (300, 200)))
+    assert all(x.min() >= -1 and x.max() < 1 and abs(x.mean()) < 0.1 for x in (a, b, c))
+    ref, mag = checker.reference(ops, prob)
+    r2, m2 = (np.empty((300, 200)) for _ in range(2))
+    checker.drv.memcpy_dtoh(r2, ref)
+    checker.drv.memcpy_dtoh(m2, mag)
+    r1, m1 = reference_host(a, b, c, 1.5, 0.5)
     assert np.allclose(r1, r2, rtol=1e-12, atol=1e-12) and np.allclose(m1, m2, rtol=1e-12)
+    for buf in (ref, mag):
+        buf.free()
+    ops.free()
 
 
-def test_unwritten_output_is_caught(gpu):
+def test_unwritten_output_is_caught(checker):
     """A launch that skips the edge kernel leaves NaN in C, and the check fails."""
-    from gemm.data import DeviceOperands, random_operands
-    from gemm.device import cuda
-    from gemm.launch import grids
-    from gemm.loader import load
+    from gemm.core.geometry import plan
+    from gemm.cuda.loader import load
     spec = registry.get("05")
     prob = Problem(100, 100, 64)
-    a, b, c = random_operands(prob)
-    ops = DeviceOperands(a, b, c)
-    ops.poison()
+    ops = checker.operands(prob)
     k = load(spec)
-    g = grids(spec, prob)
-    k.main(np.int32(100), np.int32(100), np.int32(64), np.float32(1), ops.a, ops.b,
-           np.float32(0), ops.c, block=spec.block, grid=g.main)
-    cuda().Context.synchronize()
-    v = verify.check(ops.get_c(), a, b, c, 1.0, 0.0, "fp32")
+    entry, grid = plan(spec, prob)[0]
+    assert entry == spec.main
+
+    def main_only(a, b, out, stream=None):
+        k.functions[entry](np.int32(100), np.int32(100), np.int32(64), np.float32(1), a, b,
+                           np.float32(0), out, block=spec.block, grid=grid[:2])
+
+    v = checker.check(main_only, ops, prob, "fp32")
     ops.free()
     assert not v.ok and v.nan == 100 * 100 - 64 * 64
 
@@ -99,64 +122,56 @@ def test_bad_input_leaves_the_context_usable(gpu):
         api.gemm("no_such_kernel", f, f)
     with pytest.raises(ValueError):
         api.gemm("05", np.ones((0, 4), dtype=np.float32), f)
-    # the context still works: a real GEMM right after is correct
-    from gemm.data import random_operands
-    a, b, c = random_operands(Problem(130, 70, 33))
-    out = api.gemm("05", a, b)
-    assert verify.check(out, a, b, None, 1.0, 0.0, "fp32").ok
+    # the context still works: a real GEMM right after is correct, kernel and cuBLAS
+    rng = np.random.default_rng()
+    a, b = (rng.random(s, dtype=np.float32) * 2 - 1 for s in ((130, 33), (33, 70)))
+    for target in ("05", "cublas_fp32"):
+        assert check_host(api.gemm(target, a, b), a, b, None, 1.0, 0.0, "fp32").ok
 
 
-def test_gpu_checker_agrees_with_the_cpu_verifier(gpu):
-    """The sweep's on-device check (gemm.gpucheck) gives the CPU verifier's verdicts."""
-    from gemm.device import cuda
-    from gemm.gpucheck import GpuChecker, fresh_seed
-    from gemm.launch import launcher
-    drv = cuda()
-    chk = GpuChecker()
+def test_the_device_check_agrees_with_the_host_rule(checker):
+    """gemm.measure.check on the GPU and gemm.core.tolerance.check_host on the same data give
+    the same verdict statistics, for a right answer, a wrong and an unwritten element, and an
+    all-zero problem."""
+    from gemm.cuda.launch import launcher
     prob = Problem(200, 136, 77, 1.5, 0.5)
-    seed = fresh_seed()
-    a, b, c = (chk.random_matrix(r, k, seed + i) for i, (r, k) in
-               enumerate(((200, 77), (77, 136), (200, 136))))
-    host = [np.empty(s, dtype=np.float32) for s in ((200, 77), (77, 136), (200, 136))]
-    chk.sync()
-    for h, d in zip(host, (a, b, c)):
-        drv.memcpy_dtoh(h, d)
-    assert all(h.min() >= -1 and h.max() < 1 and abs(h.mean()) < 0.1 for h in host)
-    ref, mag = chk.reference(a, b, c, prob)
-    out = drv.mem_alloc(200 * 136 * 4)
-    drv.memcpy_dtod(out, c, 200 * 136 * 4)
-    launcher(registry.get("05"), prob)(a, b, out)
-    drv.Context.synchronize()
-    got = np.empty((200, 136), dtype=np.float32)
-    drv.memcpy_dtoh(got, out)
-    on_gpu = chk.compare(out, ref, mag, prob, "fp32")
-    on_cpu = verify.check(got, *host, 1.5, 0.5, "fp32", where="cpu")
+    ops = checker.operands(prob)
+    host = _host(checker, (ops.a, ops.b, ops.c), ((200, 77), (77, 136), (200, 136)))
+    ref, mag = checker.reference(ops, prob)
+    on_gpu = checker.check(launcher(registry.get("05"), prob), ops, prob, "fp32", (ref, mag))
+    got, = _host(checker, (ops.out,), ((200, 136),))
+    on_cpu = check_host(got, *host, 1.5, 0.5, "fp32")
     assert on_gpu.ok and on_cpu.ok
-    assert on_gpu.max_err_over_tol == pytest.approx(on_cpu.max_err_over_tol, rel=1e-3, abs=1e-6)
-    assert on_gpu.rel_fro_error == pytest.approx(on_cpu.rel_fro_error, rel=1e-3, abs=1e-12)
+    assert on_gpu.max_err_over_tol == pytest.approx(on_cpu.max_err_over_tol, rel=1e-6, abs=1e-9)
+    assert on_gpu.rel_fro_error == pytest.approx(on_cpu.rel_fro_error, rel=1e-6, abs=1e-12)
     got[17, 33] += 1e-2   # a wrong element and an unwritten one
     got[150, 5] = np.nan
-    drv.memcpy_htod(out, got)
-    on_gpu = chk.compare(out, ref, mag, prob, "fp32")
-    on_cpu = verify.check(got, *host, 1.5, 0.5, "fp32", where="cpu")
-    assert not on_gpu.ok and on_gpu.bad == on_cpu.bad == 2 and on_gpu.nan == 1
+    checker.drv.memcpy_htod(ops.out, got)
+    on_gpu = checker.compare(ops.out, ref, mag, prob, "fp32")
+    on_cpu = check_host(got, *host, 1.5, 0.5, "fp32")
+    assert not on_gpu.ok and on_gpu.bad == on_cpu.bad == 2 and on_gpu.nan == on_cpu.nan == 1
     assert on_gpu.first_bad == on_cpu.first_bad == (17, 33)
-    for buf in (a, b, c, ref, mag, out):
+    for buf in (ref, mag):
         buf.free()
-    chk.close()
+    zero = np.zeros((200, 136), dtype=np.float32)
+    checker.drv.memset_d32(ops.out, 0, 200 * 136)
+    z64 = checker.drv.to_device(np.zeros((200, 136)))
+    on_gpu = checker.compare(ops.out, z64, z64, prob, "fp32")
+    assert on_gpu.ok and on_gpu.rel_fro_error == 0.0 and on_gpu.max_err_over_tol == 0.0
+    assert check_host(zero, np.zeros((200, 77), np.float32), np.zeros((77, 136), np.float32),
+                      None, 1.0, 0.0, "fp32").ok
+    z64.free()
+    ops.free()
 
 
-def test_graph_replay_runs_the_same_launches(gpu):
-    """The timer's captured batches (gemm.graphs) run exactly the launches they captured."""
-    from gemm.device import cuda
-    from gemm.graphs import CapturedBatch
-    from gemm.launch import launcher
-    drv = cuda()
+def test_graph_replay_runs_the_same_launches(checker):
+    """The timer's captured batches (gemm.cuda.graphs) run exactly the launches they captured."""
+    from gemm.cuda.graphs import CapturedBatch
+    from gemm.cuda.launch import launcher
+    drv = checker.drv
     stream = drv.Stream()
-    prob = Problem(96, 80, 40)
-    a, b, c = (np.ascontiguousarray(x) for x in
-               (np.random.rand(96, 40), np.random.rand(40, 80), np.zeros((96, 80))))
-    a, b = a.astype(np.float32), b.astype(np.float32)
+    rng = np.random.default_rng()
+    a, b = (rng.random(s, dtype=np.float32) for s in ((96, 40), (40, 80)))
     da, db, dc = drv.to_device(a), drv.to_device(b), drv.mem_alloc(96 * 80 * 4)
     launch = launcher(registry.get("05"), Problem(96, 80, 40, 1.0, 1.0))  # C += A @ B
     drv.memset_d32(dc, 0, 96 * 80)
@@ -170,4 +185,6 @@ def test_graph_replay_runs_the_same_launches(gpu):
     stream.synchronize()
     drv.memcpy_dtoh(out, dc)
     g.close()
-    assert verify.check(out, a, b, None, 10.0, 0.0, "fp32", where="cpu").ok  # 10 launches
+    assert check_host(out, a, b, None, 10.0, 0.0, "fp32").ok   # 10 launches
+    for buf in (da, db, dc):
+        buf.free()

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from gemm import api
-from gemm.problem import MAX_ELEMENTS, Problem, check_matrix, problem_for
+from gemm.core.problem import MAX_ELEMENTS, Problem, check_matrix, problem_for
 
 
 def f32(*shape):
@@ -72,7 +72,7 @@ def test_limit_is_exact():
 
 def test_api_validates_before_touching_the_gpu(monkeypatch):
     """api.gemm must reject bad input before importing or calling anything on the device."""
-    import gemm.device as dev
+    import gemm.cuda.device as dev
 
     def boom(*a, **k):
         raise AssertionError("the GPU was reached with bad input")

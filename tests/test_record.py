@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gemm import track
+from gemm.record import recorder as track
 
 FAKE_ASV = r'''#!{python}
 import json, os, sys
@@ -21,14 +21,18 @@ d = os.path.join(conf["results_dir"], machine)
 os.makedirs(d, exist_ok=True)
 mode = os.environ["FAKE_ASV_MODE"]
 path = os.path.join(d, commit[:8] + "-existing-py.json")
-good = {{"version": 2, "commit_hash": commit, "result_columns": ["result"],
-        "results": {{"bench_gemm.Kernels.track_tflops": [[29.4, 31.0]]}}}}
+good = {{"version": 2, "commit_hash": commit,
+        "result_columns": ["result", "params", "version"],
+        "results": {{"bench_gemm.Kernel_05_2d.track_tflops": [[29.4], [["'4096'"]], "v"]}}}}
+if mode == "legacy":
+    good["results"] = {{"bench_gemm.Kernels.track_tflops": [[29.4, 31.0],
+                       [["'05_2d'", "'04_1d'"], ["'4096'"]], "gemm-suite-1"]}}
 if mode == "nothing":
     sys.exit(1)
 if mode == "truncated":          # killed while writing
     open(path, "w").write(json.dumps(good)[:40]); sys.exit(1)
 if mode == "all_failed":         # no GPU: every benchmark null
-    good["results"]["bench_gemm.Kernels.track_tflops"] = [[None, None]]
+    good["results"]["bench_gemm.Kernel_05_2d.track_tflops"][0] = [None]
 open(path, "w").write(json.dumps(good))
 open(os.path.join(conf["results_dir"], "benchmarks.json"), "w").write("{{}}")
 sys.exit(2 if mode == "all_failed" else 0)
@@ -90,7 +94,20 @@ def test_record_into_another_results_directory(repo, tmp_path, monkeypatch):
 
 def test_record_command_names_a_bad_commit(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    out = subprocess.run([sys.executable, "-m", "gemm.track", "--repo", str(tmp_path),
+    out = subprocess.run([sys.executable, "-m", "gemm", "record", "--repo", str(tmp_path),
                           "--machine", "h200", "--commit", "nope"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert out.returncode == 2 and "cannot name commit 'nope'" in out.stderr
+
+
+def test_a_backfilled_commits_old_layout_is_normalized(repo, monkeypatch):
+    """An older commit measured with its own (layout-1) suite: its rows are split into today's
+    layout, and its suite's benchmarks.json does not replace today's."""
+    monkeypatch.setenv("FAKE_ASV_MODE", "legacy")
+    (repo / "results" / "benchmarks.json").write_text('{"today": true}')
+    out = track.record(repo, "h200", "ee" * 20)
+    data = json.loads(out.read_text())
+    assert set(data["results"]) == {"bench_gemm.Kernel_05_2d.track_tflops",
+                                    "bench_gemm.Kernel_04_1d.track_tflops"}
+    assert data["results"]["bench_gemm.Kernel_04_1d.track_tflops"][0] == [31.0]
+    assert json.loads((repo / "results" / "benchmarks.json").read_text()) == {"today": True}

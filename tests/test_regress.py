@@ -1,13 +1,13 @@
 """The regression gate on synthetic histories: steps, noise, outliers, gaps, nulls, one point,
-versions, malformed files, and the confirm-by-re-measuring step (with a stand-in sweep)."""
+versions, malformed files, missing series, empty and narrowed runs."""
 import json
 import random
 
 import pytest
 
-from gemm import regress
 from gemm.cli import main as cli_main
-from gemm.history import HistoryError, load_runs
+from gemm.track import gate as rule
+from gemm.track.history import HistoryError, load_runs
 from tests.asvfake import write_benchmarks, write_run
 
 K = ["05_2d", "04_1d"]
@@ -146,54 +146,66 @@ def test_bad_gate_settings(tmp_path):
     assert gate(res, "--k", "0") == 2
 
 
-def test_confirmation_by_re_measurement(tmp_path, monkeypatch, capsys):
-    """Where no A/B can be made (these commits are in no git repository), a flagged drop fails
-    only if re-measuring the new code (a stand-in sweep here) still shows it."""
-    import gemm.device
-    import gemm.sweep
-    res = history(tmp_path, [flat(30.0)] * 4 + [{**flat(30.0), ("05_2d", "4096"): 27.0}])
-    monkeypatch.setattr(gemm.device, "probe", lambda: (True, ""))
-    calls = []
-
-    def fake_sweep(remeasured):
-        def sweep(kernels, problems, policy=None, **kw):
-            calls.append((kernels, [p.label for p in problems]))
-            flops = 2 * 4096**3
-            recs = []
-            for p in problems:
-                t = flops / (remeasured * 1e12)
-                recs.append({"kernel": kernels[0], "size": p.label, "flops": flops, "status": "ok",
-                             "kernel_time": {"samples_s": [t]},
-                             "baseline_time": {"samples_s": [t * remeasured * 2 / 100]}})
-            return {"records": recs}
-        return sweep
-
-    monkeypatch.setattr(gemm.sweep, "sweep", fake_sweep(30.0))  # it was noise
-    assert cli_main(["regress", "--results", str(res), "--machine", "h200"]) == 0
-    assert calls and calls[0] == (["05_2d"], ["4096"])
-    out = capsys.readouterr().out
-    assert "not confirmed" in out and "no A/B" in out
-    monkeypatch.setattr(gemm.sweep, "sweep", fake_sweep(27.1))  # it is real
-    assert cli_main(["regress", "--results", str(res), "--machine", "h200", "--json",
-                     str(tmp_path / "v.json")]) == 1
-    verdicts = json.loads((tmp_path / "v.json").read_text())["rows"]
-    assert {r["verdict"] for r in verdicts if r["kernel"] == "05_2d" and r["size"] == "4096"} == {"DROP"}
-
-
 def test_without_a_gpu_a_flagged_drop_fails_unconfirmed(tmp_path, monkeypatch, capsys):
-    import gemm.device
-    monkeypatch.setattr(gemm.device, "probe", lambda: (False, "no GPU here"))
+    import gemm.track.confirm
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (False, "no GPU here"))
     res = history(tmp_path, [flat(30.0)] * 3 + [flat(27.0)])
     assert cli_main(["regress", "--results", str(res), "--machine", "h200"]) == 1
     assert "unconfirmed: no GPU here" in capsys.readouterr().out
 
 
 def test_judge_directly():
-    from gemm.history import Point
-    cfg = regress.GateConfig()
+    from gemm.track.history import Point
+    cfg = rule.GateConfig()
     hist = [Point(30.0, 29.9, 30.1)] * 5
-    assert regress.judge(hist, Point(30.0, 29.9, 30.1), cfg)[0] == "ok"
-    assert regress.judge(hist, Point(29.0, 28.9, 29.1), cfg)[0] == "drop?"
-    assert regress.judge(hist, Point(None), cfg)[0] == "FAILED"
-    assert regress.judge(hist, Point(float("nan")), cfg)[0] == "skipped"
-    assert regress.judge([], Point(30.0), cfg)[0] == "new"
+    assert rule.judge(hist, Point(30.0, 29.9, 30.1), cfg)[0] == "ok"
+    assert rule.judge(hist, Point(29.0, 28.9, 29.1), cfg)[0] == "drop?"
+    assert rule.judge(hist, Point(None), cfg)[0] == "FAILED"
+    assert rule.judge(hist, Point(float("nan")), cfg)[0] == "skipped"
+    assert rule.judge([], Point(30.0), cfg)[0] == "new"
+
+
+def test_a_series_the_run_lacks_is_missing_and_fails(tmp_path, capsys):
+    runs = [flat(30.0)] * 3 + [{k: v for k, v in flat(30.0).items() if k[0] != "04_1d"}]
+    res = history(tmp_path, runs)
+    assert gate(res, "--all") == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION: 04_1d at 4096: TFLOPS MISSING" in out and "4 MISSING" in out
+
+
+def test_a_run_narrowed_on_purpose_is_judged_on_what_it_names(tmp_path, capsys):
+    runs = [flat(30.0)] * 3 + [{k: v for k, v in flat(30.0).items() if k[0] == "05_2d"}]
+    res = history(tmp_path, runs)
+    assert gate(res, "--kernels", "05_2d") == 0
+    out = capsys.readouterr().out
+    assert "narrowed on purpose to kernels 05_2d" in out and "MISSING" not in out
+    runs[-1] = {**runs[-1], ("05_2d", "4096"): 27.0}
+    assert gate(history(tmp_path, runs), "--kernels", "05_2d", "--sizes", "4096") == 1
+
+
+def test_a_retired_kernel_is_not_missing(tmp_path, capsys):
+    """A kernel removed from the suite (benchmarks.json no longer lists it) is not MISSING."""
+    res = tmp_path / "results"
+    for i in range(3):
+        write_run(res, sha(i), i, flat(30.0), K, S)
+    write_run(res, sha(3), 3, flat(30.0, ["05_2d"]), K, S)
+    write_benchmarks(res, ["05_2d"], S)
+    assert gate(res) == 0
+
+
+def test_an_empty_run_fails(tmp_path, capsys):
+    res = history(tmp_path, [flat(30.0)] * 3 + [{}])
+    assert gate(res) == 1
+    assert "EMPTY" in capsys.readouterr().out
+    assert gate(history(tmp_path, [flat(30.0)] * 3 + [flat(30.0, ["04_1d"])]),
+                "--kernels", "05_2d") == 1
+
+
+def test_the_json_report_is_the_ci_contract(tmp_path):
+    runs = [flat(30.0)] * 3 + [{**flat(30.0), ("05_2d", "4096"): 27.0}]
+    assert gate(history(tmp_path, runs), "--json", str(tmp_path / "r.json")) == 1
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["schema"] == "gemm.regress/1" and doc["exit"] == 1
+    assert doc["counts"]["DROP"] == 2
+    assert {(r["kernel"], r["size"], r["metric"]) for r in doc["rows"] if r["verdict"] == "DROP"} \
+        == {("05_2d", "4096", "tflops"), ("05_2d", "4096", "pct_of_cublas")}

@@ -1,8 +1,8 @@
 """The measurement policy and statistics on synthetic samples (no GPU)."""
 import pytest
 
-from gemm import stats
-from gemm.timing import Measurement, Policy, batch_size
+from gemm.core import stats
+from gemm.core.policy import Measurement, Policy, batch_size
 
 
 def test_robust_statistics():
@@ -48,6 +48,8 @@ def test_policy_validation():
         Policy(mode="warm")
     with pytest.raises(ValueError):
         Policy(min_samples=0)
+    with pytest.raises(ValueError, match="graph' or 'direct"):
+        Policy(batching="captured")
 
 
 def test_measurement_figures():

@@ -1,0 +1,15 @@
+# Shared plumbing for the ci/*.sh scripts (sourced): the repository root as the working
+# directory, $OUT for logs and reports, and the asv machine name.
+#   OUT       where logs and JSON reports go (default: out/)
+#   MACHINE   asv machine name, one per GPU model (default: from the GPU, e.g. h200)
+#   RESULTS   the history to record into and judge (default: results/)
+#   VERDICTS  where the gate keeps its A/B verdicts (default: verdicts/)
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+export OUT=${OUT:-$PWD/out} PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+RESULTS=${RESULTS:-results}
+VERDICTS=${VERDICTS:-verdicts}
+gemm() { python3 -m gemm "$@"; }
+machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine file)
+  if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
+}

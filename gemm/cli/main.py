@@ -1,0 +1,285 @@
+"""Command line: gemm list | bench | measure | check | show | record | regress | publish | plot |
+machine.
+
+Thin: every command parses its arguments, validates them, and calls the stages. Commands that
+need a GPU say so in one sentence and exit 2 where there is none.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..core import registry, shapes
+from ..core.policy import Policy
+
+
+class UsageError(Exception):
+    pass
+
+
+def _targets(names, baselines_too=False) -> list[str]:
+    if not names:
+        return registry.names()
+    out = []
+    for n in names:
+        if baselines_too and n in registry.BASELINES:
+            out.append(n)
+            continue
+        try:
+            out.append(registry.get(n).name)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return out
+
+
+def _problems(sizes):
+    try:
+        return shapes.problems(sizes)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _policy(mode: str) -> Policy:
+    try:
+        return Policy(mode=mode)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _need_gpu() -> None:
+    from ..measure.sweep import probe_gpu
+    ok, why = probe_gpu()
+    if not ok:
+        raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")
+
+
+def _sweep(targets, problems, **kw) -> dict:
+    from ..measure.sweep import progress_printer, sweep
+    return sweep(targets, problems, progress=progress_printer(sys.stderr), **kw)
+
+
+def cmd_list(args) -> int:
+    from .tables import table
+    rows = [[s.name, s.file, " ".join(f"{k}={v}" for k, v in s.defines.items()),
+             "x".join(map(str, s.tile)), s.threads,
+             ("main+edge" if s.split else "single") + (f", align {s.align}" if s.align > 1 else ""),
+             s.precision, s.baseline, s.summary] for s in registry.registry().values()]
+    print(table(["kernel", "file", "constants", "tile", "threads", "launch", "precision",
+                 "baseline", "what"], rows, "llllrllll"))
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from .tables import bench_table
+    kernels = _targets(args.kernel)
+    problems = _problems(args.sizes)
+    policy = _policy(args.mode)
+    _need_gpu()
+    doc = _sweep(kernels, problems, policy=policy)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    dev = doc.get("device") or {}
+    print(f"\n{dev.get('name', '?')} ({dev.get('arch', '?')}, {dev.get('sms', '?')} SMs), "
+          f"{policy.mode} L2, CUDA-event medians, {doc['wall_s']:.0f} s")
+    for k in kernels:
+        print(f"\n{k}\n" + bench_table(doc["records"], k))
+    bad = [r for r in doc["records"] if r["status"] != "ok"]
+    for r in bad:
+        print(f"\n{r['kernel']} {r['size']}: {r['status']}: {(r.get('error') or '')[:500]}")
+    return 1 if bad else 0
+
+
+def cmd_measure(args) -> int:
+    """The stable measuring entry point: a gemm.measure/1 document, nothing else on stdout."""
+    if args.probe:
+        _need_gpu()
+        return 0
+    targets = _targets(args.kernel, baselines_too=True)
+    problems = _problems(args.sizes)
+    policy = _policy(args.mode)
+    _need_gpu()
+    doc = _sweep(targets, problems, policy=policy)
+    text = json.dumps(doc)
+    if args.json in (None, "-"):
+        sys.stdout.write(text + "\n")
+    else:
+        with open(args.json, "w") as f:
+            f.write(text)
+    return 0 if all(r["status"] == "ok" for r in doc["records"]) else 1
+
+
+def cmd_check(args) -> int:
+    from .tables import check_line
+    targets = _targets(args.kernel, baselines_too=True)
+    problems = _problems(args.shapes)
+    _need_gpu()
+    doc = _sweep(targets, problems, time_it=False, ab=shapes.CHECK_AB)
+    for r in doc["records"]:
+        print(check_line(r))
+    bad = [r for r in doc["records"] if r["status"] != "ok"]
+    print(f"\n{len(doc['records']) - len(bad)} passed, {len(bad)} failed")
+    return 1 if bad else 0
+
+
+def cmd_show(args) -> int:
+    from .tables import bench_table, summary_table
+    records, docs = [], []
+    for path in args.file:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path} is not a JSON file ({exc})") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("records", doc.get("rows")), list):
+            raise UsageError(f"{path} is neither a measurement (gemm bench/measure --json) "
+                             f"nor a gate report (gemm regress --json)")
+        docs.append(doc)
+    for doc in docs:
+        if "rows" in doc:
+            _show_regress(doc)
+        else:
+            records += doc["records"]
+    if records:
+        if args.full:
+            for k in dict.fromkeys(r["kernel"] for r in records):
+                print(f"\n{k}\n" + bench_table(records, k))
+        dev = next((d["device"] for d in docs if d.get("device")), None) or {}
+        wall = sum(d.get("wall_s", 0) for d in docs if "records" in d)
+        print(f"\n{dev.get('name', '?')}: {len(records)} measurements in {wall:.0f} s")
+        print(summary_table(records))
+    return 0
+
+
+def _show_regress(doc: dict) -> None:
+    counts = doc.get("counts") or {}
+    print(f"gate on {doc.get('machine')}: commit {str(doc.get('commit'))[:10]}, exit "
+          f"{doc.get('exit')}: " + (", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+                                    or ("EMPTY run" if doc.get("empty") else "no series")))
+    for r in doc["rows"]:
+        if r["verdict"] not in ("ok", "new", "improved"):
+            print(f"  {r['kernel']} {r['size']} {r['metric']}: {r['verdict']} {r.get('note', '')}")
+
+
+def cmd_record(args) -> int:
+    import subprocess
+    from ..record.machine import write_machine
+    from ..record.recorder import RecordError, record
+    try:
+        sha = subprocess.check_output(["git", "rev-parse", args.commit], cwd=args.repo,
+                                      text=True, stderr=subprocess.PIPE).strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise UsageError(f"git cannot name commit {args.commit!r} in {args.repo}: "
+                         f"{getattr(exc, 'stderr', '') or exc}".strip()) from None
+    _need_gpu()
+    machine = write_machine(args.machine)
+    extra = [x for b in args.bench for x in ("-b", b)]
+    try:
+        record(args.repo, machine, sha, extra, results=args.results)
+    except RecordError as exc:
+        print(f"gemm record: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_machine(args) -> int:
+    from ..record.machine import write_machine
+    _need_gpu()
+    print(write_machine(args.machine, args.path))
+    return 0
+
+
+def cmd_regress(args) -> int:
+    from . import regress
+    return regress.main(args)
+
+
+def cmd_plot(args) -> int:
+    from ..record import plot
+    return plot.main(args)
+
+
+def cmd_publish(args) -> int:
+    from ..record import publish
+    return publish.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gemm", description="Hand-written CUDA SGEMM kernels "
+                                "against cuBLAS: list, benchmark, check, record, gate regressions.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="the registered kernels").set_defaults(fn=cmd_list)
+
+    b = sub.add_parser("bench", help="time kernels against cuBLAS (the seed's table)")
+    b.add_argument("--kernel", "-k", action="append", help="kernel name or prefix (repeatable)")
+    b.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED), help="N (square) or MxNxK")
+    b.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    b.add_argument("--json", help="write the measurement document (every sample) to this file")
+    b.set_defaults(fn=cmd_bench)
+
+    me = sub.add_parser("measure", help="measure and print a gemm.measure/1 JSON document "
+                        "(the stable entry point scripts and the gate's A/B use)")
+    me.add_argument("--kernel", "-k", action="append",
+                    help="kernel name or prefix, or a cuBLAS configuration (repeatable)")
+    me.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
+    me.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    me.add_argument("--json", default="-", help="where the document goes (default: stdout)")
+    me.add_argument("--probe", action="store_true", help="only say whether a GPU is usable")
+    me.set_defaults(fn=cmd_measure)
+
+    c = sub.add_parser("check", help="correctness of kernels over a list of shapes")
+    c.add_argument("--kernel", "-k", action="append")
+    c.add_argument("--shapes", nargs="+", default=list(shapes.CHECK_SHAPES))
+    c.set_defaults(fn=cmd_check)
+
+    sh = sub.add_parser("show", help="tables from saved measurements or gate reports")
+    sh.add_argument("file", nargs="+")
+    sh.add_argument("--full", action="store_true", help="the per-kernel tables too")
+    sh.set_defaults(fn=cmd_show)
+
+    rc = sub.add_parser("record", help="record a commit's benchmarks with asv into results/")
+    rc.add_argument("--repo", default=".", help="checkout whose code is measured (default .)")
+    rc.add_argument("--machine", default=None, help="machine name (default: from the GPU)")
+    rc.add_argument("--commit", default="HEAD")
+    rc.add_argument("--results", default=None, help="results directory (default: the repo's)")
+    rc.add_argument("--bench", "-b", action="append", default=[],
+                    help="only benchmarks matching this regex (asv -b), e.g. a kernel name")
+    rc.set_defaults(fn=cmd_record)
+
+    from .regress import add_arguments
+    r = sub.add_parser("regress", help="gate: newest commit vs the recorded history")
+    add_arguments(r)
+    r.set_defaults(fn=cmd_regress)
+
+    pl = sub.add_parser("plot", help="PNG plots from the recorded history")
+    pl.add_argument("--results", default="results")
+    pl.add_argument("--machine", default=None)
+    pl.add_argument("--out", default="plots")
+    pl.set_defaults(fn=cmd_plot)
+
+    pb = sub.add_parser("publish", help="asv's HTML history (optionally usable offline)")
+    pb.add_argument("--config", default="asv.conf.json")
+    pb.add_argument("--offline", action="store_true",
+                    help="copy asv's CDN scripts next to the pages (fetched once with npm)")
+    pb.add_argument("--vendor", default=".asv/vendor", help="where those scripts are kept")
+    pb.set_defaults(fn=cmd_publish)
+
+    m = sub.add_parser("machine", help="write asv's machine file for this GPU")
+    m.add_argument("--machine", default=None, help="name (default: from the GPU, e.g. h200)")
+    m.add_argument("--path", default=None, help="machine file (default ~/.asv-machine.json)")
+    m.set_defaults(fn=cmd_machine)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except UsageError as exc:
+        print(f"gemm {args.cmd}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"gemm {args.cmd}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,199 @@
+"""The kernel registry: kernels/kernels.toml read into plain KernelSpec records.
+
+A spec is data: which file, which entry points, which -D constants, the launch geometry as
+arithmetic over those constants, the precision class and the cuBLAS baseline. Nothing here
+touches a GPU.
+"""
+from __future__ import annotations
+
+import ast
+import operator
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+BASELINES = ("cublas_fp32", "cublas_tf32")
+NAME = re.compile(r"^[0-9a-z][0-9a-z_]*$")
+
+
+def kernels_dir() -> Path:
+    """Where the .cu files and kernels.toml live: $GEMM_KERNELS_DIR; else the copy shipped
+    inside the installed package (gemm/kernels); else kernels/ of the source tree."""
+    env = os.environ.get("GEMM_KERNELS_DIR")
+    if env:
+        return Path(env)
+    pkg = Path(__file__).resolve().parent.parent
+    shipped = pkg / "kernels"
+    return shipped if (shipped / "kernels.toml").is_file() else pkg.parent / "kernels"
+
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv}
+
+
+def eval_int(expr: int | str, names: dict[str, int]) -> int:
+    """Evaluate integer arithmetic (+ - * / //, parentheses) over the kernel's defines.
+
+    `/` is integer division, as in the CUDA source. Anything else is rejected.
+    """
+    if isinstance(expr, int):
+        return expr
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in names:
+                raise ValueError(f"unknown constant {node.id!r} in {expr!r}")
+            return int(names[node.id])
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            right = ev(node.right)
+            if isinstance(node.op, (ast.Div, ast.FloorDiv)) and right == 0:
+                raise ValueError(f"division by zero in {expr!r}")
+            return _BINOPS[type(node.op)](ev(node.left), right)
+        raise ValueError(f"unsupported expression {expr!r}")
+
+    return ev(ast.parse(str(expr), mode="eval"))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    file: str
+    main: str
+    precision: str
+    baseline: str
+    block_expr: tuple = ()
+    tile_expr: tuple = ()
+    edge: str | None = None
+    fallback: str | None = None    # entry for shapes that break `align` (over a ceil grid)
+    align: int = 1                 # main/edge need N % align == 0 and K % align == 0
+    defines: dict = field(default_factory=dict)
+    arch: str = "native"
+    sass: tuple = ()               # SASS mnemonics the main entry must contain
+    summary: str = ""
+
+    def with_defines(self, **overrides: int) -> "KernelSpec":
+        """The same kernel with some constants changed (tuning without edits)."""
+        unknown = set(overrides) - set(self.defines)
+        if unknown:
+            raise ValueError(f"{self.name} has no constants {sorted(unknown)}")
+        spec = replace(self, defines={**self.defines, **overrides})
+        spec.validate()
+        return spec
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        dims = [eval_int(e, self.defines) for e in self.block_expr]
+        return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+    @property
+    def threads(self) -> int:
+        x, y, z = self.block
+        return x * y * z
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        m, n = (eval_int(e, self.defines) for e in self.tile_expr)
+        return m, n
+
+    @property
+    def split(self) -> bool:
+        return self.edge is not None
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        return tuple(e for e in (self.main, self.edge, self.fallback) if e)
+
+    @property
+    def path(self) -> Path:
+        return kernels_dir() / self.file
+
+    def validate(self) -> None:
+        """Raise ValueError if the entry is inconsistent (checked on load)."""
+        where = f"kernel {self.name!r}"
+        if not NAME.match(self.name):
+            raise ValueError(f"{where}: names use lower-case letters, digits and _ only")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"{where}: precision must be one of {PRECISIONS}")
+        if self.baseline not in BASELINES:
+            raise ValueError(f"{where}: baseline must be one of {BASELINES}")
+        if not 1 <= len(self.block_expr) <= 3 or len(self.tile_expr) != 2:
+            raise ValueError(f"{where}: block needs 1-3 dims and tile exactly 2")
+        if any(d < 1 for d in self.block) or self.threads > 1024:
+            raise ValueError(f"{where}: block {self.block} is not a valid CUDA block")
+        if any(t < 1 for t in self.tile):
+            raise ValueError(f"{where}: tile {self.tile} must be positive")
+        if not isinstance(self.align, int) or self.align < 1:
+            raise ValueError(f"{where}: align must be a positive integer")
+        if self.align > 1 and not self.fallback:
+            raise ValueError(f"{where}: align = {self.align} needs a fallback entry for other shapes")
+
+
+_KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
+         "precision", "baseline", "arch", "sass", "summary"}
+_REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
+
+
+def _spec_from_entry(entry: dict) -> KernelSpec:
+    extra = set(entry) - _KEYS
+    if extra:
+        raise ValueError(f"registry entry {entry.get('name')!r}: unknown keys {sorted(extra)}")
+    missing = _REQUIRED - set(entry)
+    if missing:
+        raise ValueError(f"registry entry {entry.get('name')!r}: missing keys {sorted(missing)}")
+    spec = KernelSpec(
+        name=entry["name"], file=entry["file"], main=entry["main"], edge=entry.get("edge"),
+        fallback=entry.get("fallback"), align=entry.get("align", 1),
+        defines=dict(entry.get("defines", {})), block_expr=tuple(entry["block"]),
+        tile_expr=tuple(entry["tile"]), precision=entry["precision"],
+        baseline=entry["baseline"], arch=entry.get("arch", "native"),
+        sass=tuple(entry.get("sass", ())), summary=entry.get("summary", ""))
+    spec.validate()
+    return spec
+
+
+def load_registry(path: Path | None = None) -> dict[str, KernelSpec]:
+    path = path or kernels_dir() / "kernels.toml"
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    specs: dict[str, KernelSpec] = {}
+    for entry in data.get("kernel", []):
+        spec = _spec_from_entry(entry)
+        if spec.name in specs:
+            raise ValueError(f"kernel {spec.name!r} is registered twice")
+        specs[spec.name] = spec
+    return specs
+
+
+@lru_cache(maxsize=1)
+def registry() -> dict[str, KernelSpec]:
+    return load_registry()
+
+
+def names() -> list[str]:
+    return list(registry())
+
+
+def baselines() -> list[str]:
+    """The cuBLAS configurations the registered kernels are compared with."""
+    return sorted({s.baseline for s in registry().values()})
+
+
+def get(name: str) -> KernelSpec:
+    """Look a kernel up by its full name or a unique prefix (`05`, `05_2d`)."""
+    reg = registry()
+    if name in reg:
+        return reg[name]
+    hits = [n for n in reg if n.startswith(name)]
+    if len(hits) == 1:
+        return reg[hits[0]]
+    if not hits:
+        raise ValueError(f"unknown kernel {name!r}; registered: {', '.join(reg)}")
+    raise ValueError(f"kernel name {name!r} is ambiguous: {', '.join(hits)}")

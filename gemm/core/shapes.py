@@ -1,0 +1,21 @@
+"""Every list of sizes and shapes the suite uses, in one place.
+
+TRACKED: what the per-commit suite records (asv) and `gemm bench` measures by default.
+CHECK_SHAPES x CHECK_AB: what the correctness gate (pytest on the GPU, `gemm check`) covers:
+square sizes, shapes with every kind of remainder, degenerate 1-wide ones.
+QUICK: the pytest-benchmark A/B sizes.
+"""
+from __future__ import annotations
+
+from .problem import Problem
+
+TRACKED = ("512", "1024", "2048", "4096", "8192", "1000")
+CHECK_SHAPES = ("64", "128", "256", "512", "1024", "1000x832x504", "1x1x1", "65x129x7",
+                "127x1x300", "1x4097x3", "4095x63x129", "2048")
+CHECK_AB = ((1.0, 0.0), (1.5, 0.5), (-1.0, 2.0))
+QUICK = ("1024", "4096")
+
+
+def problems(sizes) -> list[Problem]:
+    """Problems from 'N' / 'MxNxK' strings (or Problems, passed through)."""
+    return [s if isinstance(s, Problem) else Problem.parse(str(s)) for s in sizes]

@@ -1,0 +1,163 @@
+"""The GPU, reached lazily: PyCUDA's primary context, device facts and NVML clocks.
+
+cuBLAS (through nvmath-python) runs on the CUDA runtime, which uses the device's primary
+context, so PyCUDA retains that same context rather than making a private one: device
+pointers are then valid for both.
+"""
+from __future__ import annotations
+
+import atexit
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..core.machines import gpu_slug
+
+
+class GPUUnavailable(RuntimeError):
+    """No usable CUDA GPU here (no PyCUDA, no driver, or no device)."""
+
+
+_ctx = None
+
+
+def cuda():
+    """pycuda.driver with a current context, created on first use."""
+    global _ctx
+    try:
+        import pycuda.driver as drv
+    except Exception as exc:  # ImportError, or a driver library that will not load
+        raise GPUUnavailable(f"PyCUDA is not usable here ({exc.__class__.__name__}: {exc})") from None
+    if _ctx is None:
+        try:
+            drv.init()
+            if drv.Device.count() < 1:
+                raise GPUUnavailable("the CUDA driver sees no GPU")
+            ctx = drv.Device(0).retain_primary_context()
+            ctx.push()
+        except GPUUnavailable:
+            raise
+        except Exception as exc:
+            raise GPUUnavailable(f"no CUDA device could be opened ({exc})") from None
+        _ctx = ctx
+        atexit.register(_release)
+    return drv
+
+
+def _release() -> None:
+    global _ctx
+    if _ctx is not None:
+        try:
+            _ctx.pop()
+        except Exception:
+            pass
+        _ctx = None
+
+
+def probe() -> tuple[bool, str]:
+    """Like available(), but without creating a context (for a parent of worker processes)."""
+    if _ctx is not None:
+        return True, ""
+    try:
+        import pycuda.driver as drv
+    except Exception as exc:
+        return False, f"PyCUDA is not usable here ({exc.__class__.__name__}: {exc})"
+    try:
+        drv.init()
+        if drv.Device.count() < 1:
+            return False, "the CUDA driver sees no GPU"
+    except Exception as exc:
+        return False, f"no CUDA device could be opened ({exc})"
+    return True, ""
+
+
+def available() -> tuple[bool, str]:
+    """(True, '') when a GPU can be used, else (False, the reason)."""
+    try:
+        cuda()
+        return True, ""
+    except GPUUnavailable as exc:
+        return False, str(exc)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    cc: tuple[int, int]
+    sms: int
+    l2_bytes: int
+    max_sm_clock_mhz: int
+    driver: str
+    cuda: str
+    pci_bus_id: str
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
+    @property
+    def slug(self) -> str:
+        return gpu_slug(self.name)
+
+
+@lru_cache(maxsize=1)
+def info() -> DeviceInfo:
+    drv = cuda()
+    dev = drv.Context.get_device()
+    a = drv.device_attribute
+    ver = drv.get_driver_version()
+    nvml = Clocks()
+    return DeviceInfo(
+        name=dev.name(), cc=dev.compute_capability(),
+        sms=dev.get_attribute(a.MULTIPROCESSOR_COUNT),
+        l2_bytes=dev.get_attribute(a.L2_CACHE_SIZE),
+        max_sm_clock_mhz=nvml.max_sm_mhz() or dev.get_attribute(a.CLOCK_RATE) // 1000,
+        driver=nvml.driver_version() or "unknown",
+        cuda=f"{ver // 1000}.{(ver % 1000) // 10}",
+        pci_bus_id=dev.pci_bus_id())
+
+
+class Clocks:
+    """SM clock readings through NVML (nvidia-ml-py); every method returns None without it."""
+
+    def __init__(self) -> None:
+        self._h = None
+        self._nvml = None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            try:
+                from pycuda.driver import Context
+                bus = Context.get_device().pci_bus_id()
+                self._h = pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
+            except Exception:
+                self._h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:
+            self._h = None
+
+    def _ask(self, fn, need_handle: bool = True):
+        """fn(nvml, handle), or None where NVML, the handle or the call is not available."""
+        if self._nvml is None or (need_handle and self._h is None):
+            return None
+        try:
+            return fn(self._nvml, self._h)
+        except Exception:
+            return None
+
+    def sm_mhz(self) -> int | None:
+        return self._ask(lambda n, h: int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)))
+
+    def max_sm_mhz(self) -> int | None:
+        return self._ask(lambda n, h: int(n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)))
+
+    def identity(self) -> str | None:
+        """'NVIDIA H200 GPU-<uuid>': which physical GPU this is (lent machines differ)."""
+        return self._ask(lambda n, h: " ".join(_text(x) for x in (n.nvmlDeviceGetName(h),
+                                                                  n.nvmlDeviceGetUUID(h))))
+
+    def driver_version(self) -> str | None:
+        return self._ask(lambda n, h: _text(n.nvmlSystemGetDriverVersion()), need_handle=False)
+
+
+def _text(x) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)

@@ -1,0 +1,78 @@
+// Support kernels for the harness (not GEMM kernels): device-side random operands, float64
+// widening for the cuBLAS DGEMM reference, and the elementwise tolerance check of
+// gemm/core/tolerance.py done on the GPU, so a sweep never moves large matrices through the host.
+#include <stdint.h>
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// x[i] = uniform in [-1, 1), a counter-based hash of (seed, i): same seed, same matrix.
+extern "C" __global__ void fill_uniform(float* x, long long n, unsigned long long seed) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        uint64_t h = splitmix64(seed ^ splitmix64((uint64_t)i));
+        x[i] = (float)(h >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;  // 24 random bits
+    }
+}
+
+// y = x and ay = |x| in float64.
+extern "C" __global__ void widen(const float* x, double* y, double* ay, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        double v = (double)x[i];
+        y[i] = v;
+        ay[i] = fabs(v);
+    }
+}
+
+// ref += beta * c and mag += |beta| * |c|  (C's share of the reference and its magnitude).
+extern "C" __global__ void add_beta_c(const float* c, double* ref, double* mag, double beta, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        double v = (double)c[i];
+        ref[i] += beta * v;
+        mag[i] += fabs(beta) * fabs(v);
+    }
+}
+
+// The elementwise check of gemm/core/tolerance.py: ratio = |out - ref| / (scale * mag + 1e-30)
+// in float64 (inf where out is not finite); bad when !(ratio <= 1). stats: [0] bad count,
+// [1] non-finite count, [2] first bad index (min), [3] max ratio as float64 bits (non-negative
+// doubles order like their bits); sums: [0] sum (out - ref)^2, [1] sum ref^2 over finite outputs.
+extern "C" __global__ void compare(const float* out, const double* ref, const double* mag,
+                                   double scale, long long n, unsigned long long* stats,
+                                   double* sums) {
+    unsigned long long bad = 0, nonfinite = 0, first = ~0ull;
+    double worst = 0.0, se = 0.0, sr = 0.0;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const double o = (double)out[i], r = ref[i];
+        const bool fin = isfinite(o);
+        const double ratio = fin ? fabs(o - r) / (scale * mag[i] + 1e-30) : __longlong_as_double(0x7ff0000000000000ll);
+        if (!(ratio <= 1.0)) { bad++; if ((unsigned long long)i < first) first = i; }
+        if (!fin) nonfinite++;
+        else { se += (o - r) * (o - r); sr += r * r; }
+        worst = fmax(worst, ratio);
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        bad += __shfl_down_sync(0xffffffff, bad, off);
+        nonfinite += __shfl_down_sync(0xffffffff, nonfinite, off);
+        const unsigned long long f2 = __shfl_down_sync(0xffffffff, first, off);
+        first = f2 < first ? f2 : first;
+        worst = fmax(worst, __shfl_down_sync(0xffffffff, worst, off));
+        se += __shfl_down_sync(0xffffffff, se, off);
+        sr += __shfl_down_sync(0xffffffff, sr, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (bad) atomicAdd(&stats[0], bad);
+        if (nonfinite) atomicAdd(&stats[1], nonfinite);
+        if (first != ~0ull) atomicMin(&stats[2], first);
+        atomicMax(&stats[3], (unsigned long long)__double_as_longlong(worst));
+        atomicAdd(&sums[0], se);
+        atomicAdd(&sums[1], sr);
+    }
+}

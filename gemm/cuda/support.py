@@ -1,0 +1,64 @@
+"""The harness's own kernels (support.cu): random operands made on the device, float64
+widening for the DGEMM reference, C's share of the reference, and the elementwise check that
+gemm.core.tolerance defines, reduced on the device."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+_BLOCK = 256
+
+
+class SupportKernels:
+    def __init__(self, stream=None) -> None:
+        from pycuda.compiler import SourceModule
+        from .device import cuda, info
+        from .loader import cache_dir
+        self.drv = cuda()
+        self.stream = stream
+        self.grid = info().sms * 8
+        src = (Path(__file__).parent / "support.cu").read_text()
+        mod = SourceModule(src, options=["-O3"], no_extern_c=True, cache_dir=cache_dir())
+        self._f = {}
+        for name, sig in (("fill_uniform", "PqQ"), ("widen", "PPPq"), ("add_beta_c", "PPPdq"),
+                          ("compare", "PPPdqPP")):
+            self._f[name] = mod.get_function(name)
+            self._f[name].prepare(sig)
+
+    def _go(self, name, *args) -> None:
+        self._f[name].prepared_async_call((self.grid, 1), (_BLOCK, 1, 1), self.stream, *args)
+
+    def fill(self, buf, n: int, seed: int) -> None:
+        """buf[i] = uniform in [-1, 1), a hash of (seed, i): the same seed, the same matrix."""
+        self._go("fill_uniform", int(buf), n, seed & (2**64 - 1))
+
+    def widen(self, x, x64, ax64, n: int) -> None:
+        self._go("widen", int(x), int(x64), int(ax64), n)
+
+    def add_beta_c(self, c, ref, mag, beta: float, n: int) -> None:
+        self._go("add_beta_c", int(c), int(ref), int(mag), float(beta), n)
+
+    def compare(self, out, ref, mag, scale: float, n: int) -> tuple:
+        """(bad, nonfinite, first bad index or -1, worst ratio, sum sq err, sum sq ref)."""
+        st = np.array([0, 0, np.iinfo(np.uint64).max, 0], dtype=np.uint64)
+        sums = np.zeros(2, dtype=np.float64)
+        d_st, d_sums = self.drv.to_device(st), self.drv.to_device(sums)
+        try:
+            self._go("compare", int(out), int(ref), int(mag), float(scale), n, int(d_st),
+                     int(d_sums))
+            self.sync()
+            self.drv.memcpy_dtoh(st, d_st)
+            self.drv.memcpy_dtoh(sums, d_sums)
+        finally:
+            d_st.free()
+            d_sums.free()
+        worst = float(st[3:4].view(np.float64)[0])
+        first = -1 if int(st[0]) == 0 else int(st[2])
+        return int(st[0]), int(st[1]), first, worst, float(sums[0]), float(sums[1])
+
+    def sync(self) -> None:
+        if self.stream is not None:
+            self.stream.synchronize()
+        else:
+            self.drv.Context.synchronize()

@@ -1,0 +1,184 @@
+"""One target's share of a sweep, in its own process: `python -m gemm.measure.worker < job.json`.
+
+A kernel that crashes poisons its CUDA context; running each kernel in a separate process
+keeps that from taking the rest of the sweep with it (gemm.measure.sweep restarts the worker
+for the problems left). Each finished problem is printed at once as one line
+`@@RESULT {json}`, so nothing measured is lost if a later one crashes.
+
+Per problem: `check_problem` (fresh random operands, every (alpha, beta) pair, kernel and
+baseline, on the GPU correctness path), then `time_problem` (fixed-seed operands, beta = 0,
+kernel and baseline interleaved under the policy); `triage` turns an exception into a status.
+A job whose target is a cuBLAS configuration checks and times that configuration alone.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+from ..core.policy import Policy
+from ..core.problem import Problem
+
+TAG = "@@RESULT "
+INFO_TAG = "@@INFO "
+
+EXIT_ERROR = 2          # the worker itself failed (traceback on stderr)
+EXIT_CONTEXT_LOST = 3   # a launch broke the CUDA context; the problem was reported
+EXIT_NO_GPU = 4         # no usable GPU: nothing can run here
+
+
+def emit(tag: str, obj: dict) -> None:
+    sys.stdout.write(tag + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def triage(exc: Exception) -> tuple[str, bool]:
+    """(status, context lost?): after these errors the CUDA context is unusable."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    lost = any(s in text for s in ("illegal", "launch failed", "misaligned", "unspecified",
+                                   "launcherror", "launch timeout", "hardware stack"))
+    return ("launch_error" if lost else "error"), lost
+
+
+class Job:
+    """What a worker holds for its whole job: device, stream, checker and the two targets."""
+
+    def __init__(self, job: dict) -> None:
+        from ..core.registry import BASELINES, get
+        from ..cuda import device
+        from ..cuda.loader import CompileError, load
+        from ..cuda.targets import open_target
+        from .check import Checker
+        self.drv = device.cuda()
+        self.info = device.info()
+        self.policy = Policy(**job.get("policy", {}))
+        self.ab_pairs = [tuple(x) for x in job.get("ab", [[1.0, 0.0]])]
+        self.time = job.get("time", True)
+        self.stream = self.drv.Stream()
+        self.clocks = device.Clocks()
+        name = job["kernel"]
+        self.alone = name in BASELINES
+        self.spec = None if self.alone else get(name)
+        if self.spec is not None and job.get("defines"):
+            self.spec = self.spec.with_defines(**job["defines"])
+        self.compile_error = None
+        if self.spec is not None:
+            try:
+                load(self.spec)
+            except CompileError as exc:
+                self.compile_error = str(exc)
+        self.baseline = open_target(name if self.alone else self.spec.baseline, self.stream)
+        self.kernel = None if self.alone or self.compile_error else open_target(self.spec)
+        self.checker = Checker(self.stream)
+
+    @property
+    def name(self) -> str:
+        return self.baseline.name if self.alone else self.spec.name
+
+    def record(self, prob: Problem) -> dict:
+        return {"kernel": self.name, "role": "baseline" if self.alone else "kernel",
+                "size": prob.label, "M": prob.M, "N": prob.N, "K": prob.K, "flops": prob.flops,
+                "baseline": self.baseline.name, "precision": self.baseline.precision
+                if self.alone else self.spec.precision,
+                "defines": {} if self.alone else self.spec.defines,
+                "status": "ok", "error": None, "checks": []}
+
+    def close(self) -> None:
+        self.checker.close()
+        self.baseline.close()
+
+
+def check_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
+    """Every (alpha, beta) pair, kernel and baseline, against one float64 reference each."""
+    who = [("baseline", job.baseline)] if job.alone else [("kernel", job.kernel),
+                                                          ("baseline", job.baseline)]
+    for alpha, beta in job.ab_pairs:
+        p = Problem(prob.M, prob.N, prob.K, alpha, beta)
+        ref = job.checker.reference(ops, p)
+        try:
+            for role, target in who:
+                v = job.checker.check(target.launcher(p), ops, p, target.precision, ref)
+                rec["checks"].append({"who": role, "alpha": alpha, "beta": beta, **v.as_dict()})
+                if not v.ok and rec["status"] == "ok":
+                    wrong = "wrong" if role == "kernel" or job.alone else "baseline_wrong"
+                    rec.update(status=wrong, error=f"{role} alpha={alpha} beta={beta}: {v}")
+        finally:
+            for buf in ref:
+                buf.free()
+
+
+def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
+    """Fixed-seed operands, beta = 0; kernel and baseline sampled in turn under the policy."""
+    from .timer import Timer
+    ops.fill(job.checker.support, prob, job.policy.timing_seed)
+    fns = {"baseline": (job.baseline.launcher(prob), ops.c)}
+    if not job.alone:
+        fns = {"kernel": (job.kernel.launcher(prob), ops.out), **fns}
+    timer = Timer(job.policy, job.stream, job.clocks, job.info.max_sm_clock_mhz,
+                  job.info.l2_bytes)
+    try:
+        res = timer.measure({k: (lambda f=f, out=out: f(ops.a, ops.b, out, job.stream))
+                             for k, (f, out) in fns.items()})
+    finally:
+        timer.close()
+    for k, m in res.items():
+        rec[f"{k}_time"] = m.as_dict()
+    if not all(m.samples_s for m in res.values()):
+        rec.update(status="throttled", error="every sample ran under the clock floor")
+
+
+def run_job(spec: dict) -> int:
+    from ..cuda.device import GPUUnavailable
+    try:
+        job = Job(spec)
+    except GPUUnavailable as exc:
+        print(f"worker: no GPU: {exc}", file=sys.stderr)
+        return EXIT_NO_GPU
+    info = job.info
+    emit(INFO_TAG, {"device": info.__dict__ | {"arch": info.arch, "slug": info.slug}})
+    for pd in spec["problems"]:
+        prob = Problem(pd["M"], pd["N"], pd["K"])
+        rec = job.record(prob)
+        if job.compile_error:
+            rec.update(status="compile_error", error=job.compile_error)
+            emit(TAG, rec)
+            continue
+        ops = None
+        try:
+            ops = job.checker.operands(prob)
+            rec["seed"] = ops.seed
+            check_problem(job, prob, ops, rec)
+            if job.time and rec["status"] == "ok":
+                time_problem(job, prob, ops, rec)
+        except Exception as exc:
+            status, lost = triage(exc)
+            rec.update(status=status, error=f"{type(exc).__name__}: {exc}")
+            if not lost:
+                rec["traceback"] = traceback.format_exc(limit=4)
+            emit(TAG, rec)
+            if lost:
+                return EXIT_CONTEXT_LOST
+            continue
+        finally:
+            if ops is not None:
+                try:
+                    ops.free()
+                except Exception:
+                    pass
+        emit(TAG, rec)
+    job.close()
+    return 0
+
+
+def main() -> int:
+    job = json.load(sys.stdin)
+    try:
+        return run_job(job)
+    except Exception as exc:  # reported by the parent from stderr
+        traceback.print_exc()
+        print(f"worker failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""`gemm record`: run asv for one commit so that an interrupted or GPU-less run never touches
+the committed history. asv writes into a staging copy of results/, and only a complete, valid
+result file with real numbers is moved into results/<machine>/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+
+class RecordError(RuntimeError):
+    pass
+
+
+def _result_files(d: Path) -> set[Path]:
+    return {p for p in d.glob("*.json") if p.name not in ("machine.json", "benchmarks.json")}
+
+
+def validate_result_file(path: Path) -> dict:
+    """A result file must parse, be asv's version 2, and hold at least one real number."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RecordError(f"{path}: not readable JSON ({exc})") from None
+    if data.get("version") != 2 or "results" not in data or "commit_hash" not in data:
+        raise RecordError(f"{path}: not an asv version-2 result file")
+    cols = data.get("result_columns", [])
+    if "result" not in cols:
+        raise RecordError(f"{path}: no result column")
+    ri = cols.index("result")
+    real = 0
+    for row in data["results"].values():
+        vals = row[ri] if len(row) > ri else None
+        for v in (vals or []):
+            if isinstance(v, (int, float)) and v == v:
+                real += 1
+    if real == 0:
+        raise RecordError(f"{path}: every benchmark failed or was skipped; nothing recorded")
+    return data
+
+
+def _normalize(data: dict, path: Path) -> bool:
+    """A commit measured with its own, older suite (a backfill) wrote layout-1 rows: split
+    them into today's layout (gemm.record.migrate). True if it did."""
+    from .migrate import LEGACY_PREFIX, split_rows
+    if not any(n.startswith(LEGACY_PREFIX) for n in data["results"]):
+        return False
+    data["results"] = split_rows(data)
+    path.write_text(json.dumps(data))
+    return True
+
+
+def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path | None = None) -> Path:
+    """asv run for `commit` into a staging copy of results/, then move the result in.
+
+    `repo` is the checkout whose package, kernels and benchmarks are measured (a worktree
+    of an older commit when backfilling); `results` where the history lives (default:
+    the checkout's own results directory).
+    """
+    repo = Path(repo).resolve()
+    conf = json.loads((repo / "asv.conf.json").read_text())
+    results = Path(results).resolve() if results else repo / conf.get("results_dir", "results")
+    stage_root = repo / ".asv" / "staging"
+    if stage_root.exists():
+        shutil.rmtree(stage_root)
+    stage = stage_root / "results"
+    stage.mkdir(parents=True)
+    if (results / machine).exists():
+        shutil.copytree(results / machine, stage / machine)
+    before = {p: p.stat().st_mtime_ns for p in _result_files(stage / machine)} \
+        if (stage / machine).exists() else {}
+    conf.update(results_dir=str(stage), repo=str(repo),
+                benchmark_dir=str(repo / conf.get("benchmark_dir", "benchmarks")),
+                html_dir=str(stage_root / "html"), env_dir=str(stage_root / "env"))
+    conf_path = stage_root / "asv.conf.json"
+    conf_path.write_text(json.dumps(conf, indent=2))
+    cmd = ["asv", "run", "--config", str(conf_path), "-E", f"existing:{sys.executable}",
+           "--set-commit-hash", commit, "--machine", machine, "--record-samples",
+           "--show-stderr", "--durations", "all", *extra_args]
+    print("+ " + " ".join(cmd), flush=True)
+    # asv drops PYTHONPATH in its benchmark processes but honours ASV_PYTHONPATH: pass the
+    # package under test (this checkout) and whatever else is on the path
+    env = dict(os.environ)
+    paths = [str(repo)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["ASV_PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    rc = subprocess.call(cmd, cwd=repo, env=env)
+    new = [p for p in _result_files(stage / machine)
+           if p not in before or p.stat().st_mtime_ns != before[p]] if (stage / machine).exists() else []
+    if not new:
+        raise RecordError(f"asv run (exit {rc}) wrote no result file; history left as it was")
+    legacy = False
+    for p in new:
+        legacy |= _normalize(validate_result_file(p), p)
+    (results / machine).mkdir(parents=True, exist_ok=True)
+    src = stage / "benchmarks.json"
+    if src.exists() and not legacy:  # an older commit's suite must not replace today's
+        tmp = results / "benchmarks.json.tmp"
+        shutil.copy2(src, tmp)
+        os.replace(tmp, results / "benchmarks.json")
+    for p in new + [stage / machine / "machine.json"]:
+        if p.exists():
+            tmp = results / machine / (p.name + ".tmp")
+            shutil.copy2(p, tmp)
+            os.replace(tmp, results / machine / p.name)
+    print(f"recorded {', '.join(p.name for p in new)} (asv exit {rc})", flush=True)
+    return results / machine / new[0].name

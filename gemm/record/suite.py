@@ -1,0 +1,110 @@
+"""The per-commit asv suite, generated from the registry (benchmarks/bench_gemm.py calls
+`classes`): one class per kernel, `Kernel_<name>`, whose setup_cache sweeps that kernel over the
+tracked sizes with its cuBLAS baseline interleaved, so `asv run -b 05` measures kernel 05 alone;
+and `Cublas`, whose setup_cache measures each cuBLAS configuration alone. The track_ methods only
+look values up (gemm.core.metrics: one per metric, with its unit and version) and return asv's
+sample protocol {"samples": [...], "number": 1}, so asv keeps medians and quartiles.
+
+asv runs a class's setup_cache once per commit and keys it by the function's module and first
+line ("module:line"). The per-kernel setup_caches are one definition made in a loop, so each is
+filed under a module name of its own (benchmarks.bench_gemm.<kernel>, a placeholder registered
+in sys.modules) to get a key of its own.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+from ..core import metrics, registry, shapes
+from ..core.policy import SUITE
+
+SIZES = list(shapes.TRACKED)
+SETUP_TIMEOUT_S = 1800
+TRACK_TIMEOUT_S = 120
+
+
+def sweep(target: str) -> dict:
+    """One target over the tracked sizes under the suite's policy (a GPU is needed)."""
+    from ..measure.sweep import probe_gpu, progress_printer, sweep as run
+    ok, why = probe_gpu()
+    if not ok:
+        raise RuntimeError(f"the benchmark sweep needs a CUDA GPU: {why}")
+    doc = run([target], shapes.problems(SIZES), SUITE, progress=progress_printer(sys.stderr))
+    dump = os.environ.get("GEMM_SWEEP_DIR")
+    if dump:
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        (Path(dump) / f"sweep-{target}.json").write_text(json.dumps(doc))
+    return doc
+
+
+def _record(cache: dict, size: str) -> dict:
+    for r in cache["records"]:
+        if r["size"] == size:
+            return r
+    raise NotImplementedError(f"{size} was not part of this sweep")  # asv records a skip
+
+
+def samples(cache: dict, metric: metrics.Metric, size: str) -> dict:
+    """asv's sample protocol for one series; raises for a failed kernel (asv records null)."""
+    rec = _record(cache, size)
+    if rec["status"] != "ok":
+        raise RuntimeError(f"{rec['kernel']} {size}: {rec['status']}: {rec.get('error')}")
+    if rec.get("role") == "baseline":
+        b = rec["baseline_time"]["samples_s"]
+        vals = metric.samples(b, b, rec["flops"])
+    else:
+        vals = metrics.record_samples(rec, metric.key)
+    return {"samples": vals, "number": 1}
+
+
+def _own_setup_cache(module: str, target: str, key: str):
+    def setup_cache(self):
+        return sweep(target)
+
+    setup_cache.timeout = SETUP_TIMEOUT_S
+    name = f"{module}.{key}"
+    sys.modules.setdefault(name, types.ModuleType(name))
+    setup_cache.__module__ = name
+    return setup_cache
+
+
+def _track(metric: metrics.Metric, baseline: bool):
+    if baseline:
+        def track(self, cache, baseline_name, size):
+            return samples(cache[baseline_name], metric, size)
+    else:
+        def track(self, cache, size):
+            return samples(cache, metric, size)
+    track.unit = metric.unit
+    track.version = metrics.version(metric, SUITE, baseline=baseline)
+    return track
+
+
+def kernel_class(module: str, kernel: str) -> type:
+    attrs = {"params": [SIZES], "param_names": ["size"], "timeout": TRACK_TIMEOUT_S,
+             "setup_cache": _own_setup_cache(module, kernel, kernel),
+             "__doc__": f"{kernel}: {registry.get(kernel).summary}"}
+    attrs.update({f"track_{m.key}": _track(m, False) for m in metrics.KERNEL_METRICS})
+    return type(metrics.kernel_class(kernel), (), attrs)
+
+
+def baseline_class(module: str) -> type:
+    def setup_cache(self):
+        return {b: sweep(b) for b in registry.baselines()}
+
+    setup_cache.timeout = SETUP_TIMEOUT_S
+    attrs = {"params": [registry.baselines(), SIZES], "param_names": ["baseline", "size"],
+             "timeout": TRACK_TIMEOUT_S, "setup_cache": setup_cache,
+             "__doc__": "cuBLAS itself, each configuration measured alone"}
+    attrs.update({f"track_{m.key}": _track(m, True) for m in metrics.BASELINE_METRICS})
+    return type(metrics.BASELINE_CLASS, (), attrs)
+
+
+def classes(module: str) -> dict[str, type]:
+    """{class name: class} for the suite module `module` (its __name__)."""
+    out = {metrics.kernel_class(k): kernel_class(module, k) for k in registry.names()}
+    out[metrics.BASELINE_CLASS] = baseline_class(module)
+    return out

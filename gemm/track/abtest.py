@@ -1,0 +1,165 @@
+"""A/B on this machine: the new commit's code against a reference commit's, alternately.
+
+Recorded history mixes machines: two lent H200s of the same name and asv machine can differ by
+~2 % on one kernel. Re-measuring only the new code then confirms a machine shift as if it were a
+regression. So the gate measures both sides here and now: each commit is checked out into its
+own git worktree (its package, kernels and measurement policy), and the two are run in turns,
+A B, B A, ..., so that drift in clocks or temperature falls on both. What is compared is code
+against code on one GPU.
+
+Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
+(document schema gemm.measure/1: "values" -> "metrics" by metric key). Commits from before that
+entry point existed are measured with LEGACY_MEASURE, which uses the names those commits had.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TIMEOUT_S = 900
+LEGACY_TAG = "@@AB "
+LEGACY_MEASURE = r"""
+import json, sys
+import gemm
+from gemm.sweep import derived, problems_from_sizes, sweep
+from gemm.track import POLICY
+job = json.loads(sys.argv[1])
+out = {"package": gemm.__file__, "values": []}
+for kernel, sizes in job["series"].items():
+    res = sweep([kernel], problems_from_sizes(sizes), POLICY)
+    for rec in res["records"]:
+        d = derived(rec)
+        out["values"].append({"kernel": kernel, "size": rec["size"], "status": rec.get("status"),
+                              "tflops": d["tflops"], "pct": d["pct"],
+                              "error": (rec.get("error") or "")[-300:]})
+print("@@AB " + json.dumps(out), flush=True)
+"""
+LEGACY_KEYS = {"tflops": "tflops", "pct_of_cublas": "pct"}
+
+
+class ABError(RuntimeError):
+    """The A/B could not be made (no git, unknown commit, the other code would not run)."""
+
+
+def _git(repo, *args) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                             timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise ABError(f"git {args[0]}: {exc}") from None
+    if out.returncode != 0:
+        raise ABError(f"git {' '.join(args)}: {out.stderr.strip()[-300:]}")
+    return out.stdout.strip()
+
+
+@contextlib.contextmanager
+def checkout(repo, commit: str):
+    """A temporary worktree of `commit`, removed afterwards."""
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    parent = Path(tempfile.mkdtemp(prefix="gemm-ab-"))
+    tree = parent / sha[:10]
+    _git(repo, "worktree", "add", "--detach", "--force", str(tree), sha)
+    try:
+        yield tree
+    finally:
+        with contextlib.suppress(ABError):
+            _git(repo, "worktree", "remove", "--force", str(tree))
+        shutil.rmtree(parent, ignore_errors=True)
+        with contextlib.suppress(ABError):
+            _git(repo, "worktree", "prune")
+
+
+def _env(tree: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "GEMM_KERNELS_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree)] + [p for p in env.get("PYTHONPATH", "")
+                                                       .split(os.pathsep) if p])
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _run(tree: Path, args: list[str], timeout: float):
+    try:
+        return subprocess.run([sys.executable, *args], cwd=tree, env=_env(tree),
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
+
+
+def has_entry_point(tree: Path) -> bool:
+    return _run(Path(tree), ["-m", "gemm", "measure", "--help"], 120).returncode == 0
+
+
+def _values(got: dict, tree: Path, legacy: bool) -> dict:
+    pkg = Path(got["package"]).resolve()
+    if tree not in pkg.parents:
+        raise ABError(f"the measurement imported gemm from {pkg}, not from {tree}")
+    out = {}
+    for v in got["values"]:
+        ok = v["status"] == "ok"
+        for key, legacy_key in LEGACY_KEYS.items():
+            val = v.get(legacy_key) if legacy else (v.get("metrics") or {}).get(key)
+            out[(v["kernel"], v["size"], key)] = val if ok else None
+    return out
+
+
+def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S) -> dict:
+    """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}."""
+    tree = Path(tree).resolve()
+    if not has_entry_point(tree):
+        out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
+        lines = [ln for ln in out.stdout.splitlines() if ln.startswith(LEGACY_TAG)]
+        if out.returncode != 0 or not lines:
+            raise ABError(f"measuring with the code of {tree.name} failed (exit {out.returncode}): "
+                          f"{out.stderr.strip()[-400:]}")
+        return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
+    values = {}
+    with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
+        for kernel, sizes in series.items():
+            path = Path(tmp) / "measure.json"
+            out = _run(tree, ["-m", "gemm", "measure", "--kernel", kernel, "--sizes", *sizes,
+                              "--json", str(path)], timeout)
+            if not path.exists():
+                raise ABError(f"measuring with the code of {tree.name} failed "
+                              f"(exit {out.returncode}): {out.stderr.strip()[-400:]}")
+            values.update(_values(json.loads(path.read_text()), tree, legacy=False))
+    return values
+
+
+def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: int = 2,
+        log=print) -> dict:
+    """Measure `series` with both commits' code, alternately, `rounds` times each.
+
+    Returns {(kernel, size, metric): {"reference": [values], "new": [values]}} (None where a
+    measurement failed). Raises ABError if either commit cannot be checked out or measured.
+    """
+    got: dict = {}
+    with checkout(repo, reference) as ref_tree, checkout(repo, new) as new_tree:
+        what = "; ".join(f"{k} at {', '.join(s)}" for k, s in series.items())
+        for i in range(rounds):
+            order = [("reference", ref_tree), ("new", new_tree)]
+            if i % 2:
+                order.reverse()  # A B, B A: neither side always goes first
+            for side, tree in order:
+                sha = reference if side == "reference" else new
+                log(f"regress: A/B round {i + 1}/{rounds}: {side} {sha[:10]}: {what}")
+                for key, v in measure(tree, series).items():
+                    got.setdefault(key, {"reference": [], "new": []})[side].append(v)
+    return got
+
+
+def run_alone(repo, commit: str, series: dict[str, list[str]], rounds: int = 2,
+              log=print) -> dict:
+    """Measure `series` with one commit's code only: {(kernel, size, metric): [values]}."""
+    got: dict = {}
+    with checkout(repo, commit) as tree:
+        for i in range(rounds):
+            log(f"regress: re-measuring {commit[:10]} ({i + 1}/{rounds})")
+            for key, v in measure(tree, series).items():
+                got.setdefault(key, []).append(v)
+    return got

@@ -1,0 +1,106 @@
+"""The asv suite without a GPU: the classes generated from the registry, what the track_
+methods return, their versions, and that `asv run -b <kernel>` sets up only that kernel's sweep."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemm.core import metrics, registry
+from gemm.core.policy import SUITE
+from gemm.record import suite
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def rec(kernel, size, status="ok", k=(0.002, 0.002, 0.0021), b=(0.001, 0.001, 0.001)):
+    r = {"kernel": kernel, "role": "kernel", "size": size, "flops": 2 * 1000**3,
+         "status": status, "baseline": "cublas_fp32", "error": None if status == "ok" else "boom"}
+    if status == "ok":
+        r["kernel_time"] = {"samples_s": list(k)}
+        r["baseline_time"] = {"samples_s": list(b)}
+    return r
+
+
+CACHE = {"records": [rec("05", "1000"), rec("05", "512", status="wrong")]}
+
+
+def test_samples_protocol():
+    out = suite.samples(CACHE, metrics.TFLOPS, "1000")
+    assert out["number"] == 1 and out["samples"][0] == pytest.approx(1.0)
+    assert suite.samples(CACHE, metrics.PCT_OF_CUBLAS, "1000")["samples"][0] == pytest.approx(50.0)
+    assert suite.samples(CACHE, metrics.TIME_RATIO, "1000")["samples"][0] == pytest.approx(2.0)
+    assert suite.samples(CACHE, metrics.SECONDS, "1000")["samples"][2] == 0.0021
+
+
+def test_failed_kernels_fail_and_missing_sizes_skip():
+    with pytest.raises(RuntimeError, match="wrong: boom"):
+        suite.samples(CACHE, metrics.TFLOPS, "512")
+    with pytest.raises(NotImplementedError):  # asv records a skip (NaN)
+        suite.samples(CACHE, metrics.TFLOPS, "4096")
+
+
+def test_baseline_measured_alone():
+    r = rec("cublas_fp32", "1000")
+    r.update(role="baseline", kernel_time=None)
+    out = suite.samples({"records": [r]}, metrics.TFLOPS, "1000")["samples"]
+    assert out == pytest.approx([2.0, 2.0, 2.0])
+
+
+def test_one_class_per_kernel_with_its_own_sweep():
+    cls = suite.classes("benchmarks.bench_gemm")
+    assert set(cls) == {metrics.kernel_class(k) for k in registry.names()} | {"Cublas"}
+    k05 = cls["Kernel_05_2d_blocktiling"]
+    assert k05.params == [suite.SIZES] and k05.param_names == ["size"]
+    assert k05.track_tflops.version == metrics.version(metrics.TFLOPS, SUITE)
+    assert cls["Cublas"].params == [registry.baselines(), suite.SIZES]
+    from asv_runner.benchmarks._base import get_setup_cache_key
+    keys = {get_setup_cache_key(c.setup_cache) for c in cls.values()}
+    assert len(keys) == len(cls)   # asv runs one setup_cache per key: one sweep per class
+
+
+def test_versions_are_fingerprints_of_how_we_measure():
+    v = metrics.version(metrics.TFLOPS, SUITE)
+    assert v == metrics.version(metrics.TFLOPS, type(SUITE)())       # stable
+    assert v != metrics.version(metrics.TFLOPS, type(SUITE)(batching="direct"))
+    assert v != metrics.version(metrics.TFLOPS, type(SUITE)(max_noise=0.004))
+    assert v != metrics.version(metrics.SECONDS, SUITE)
+    assert v != metrics.version(metrics.TFLOPS, SUITE, baseline=True)
+
+
+def test_sweep_refuses_without_a_gpu(monkeypatch):
+    import gemm.cuda.device
+    monkeypatch.setattr(gemm.cuda.device, "probe", lambda: (False, "no driver"))
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU: no driver"):
+        suite.sweep("05_2d_blocktiling")
+
+
+@pytest.mark.skipif(not shutil.which("asv"), reason="asv is not installed")
+def test_asv_run_b_sets_up_only_that_kernels_sweep(tmp_path):
+    from gemm.cuda.device import probe
+    if probe()[0]:
+        pytest.skip("a GPU is here: this would run a real sweep (the per-commit job records one)")
+    """A real `asv run -b 05_2d` on this suite: without a GPU every sweep fails, but asv says
+    which setup_caches it ran, and it must be that kernel's alone."""
+    conf = json.loads((ROOT / "asv.conf.json").read_text())
+    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"),
+                results_dir=str(tmp_path / "results"), html_dir=str(tmp_path / "html"),
+                env_dir=str(tmp_path / "env"))
+    (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
+    machine = {"version": 1, "cpu-test": {"machine": "cpu-test", "arch": "x", "cpu": "x",
+                                          "num_cpu": "1", "os": "x", "ram": "1"}}
+    (tmp_path / ".asv-machine.json").write_text(json.dumps(machine))
+    env = {**os.environ, "ASV_PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    out = subprocess.run(["asv", "run", "--config", str(tmp_path / "asv.conf.json"),
+                          "--machine", "cpu-test", "-E", f"existing:{sys.executable}", "--set-commit-hash",
+                          subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT,
+                                                  text=True).strip(),
+                          "-b", "05_2d", "--show-stderr"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    text = out.stdout + out.stderr
+    setups = sorted({line.split("Setting up ")[1].split()[0] for line in text.splitlines()
+                     if "Setting up " in line})
+    assert setups and all("05_2d_blocktiling" in s for s in setups), text[-3000:]
