@@ -2,8 +2,8 @@
 // Per K step it reads one value of the B tile into a register and reuses it TM times against
 // the A tile, so shared-memory reads per multiply-add fall from 2 (step 03) to (TM + 1) / TM.
 // The full tiles run a main kernel with no bounds checks; the right/bottom remainders run an
-// edge kernel with zero-padded loads and guarded stores. A K remainder (K % BK) is one
-// zero-padded step after the main loop, in both kernels.
+// edge kernel with zero-padded loads and guarded stores. A K remainder (K % BK) is one more
+// call of the same K step (block_k_step in common.cuh), zero-padded, in both kernels.
 // Constants (-D): BM, BN (block tile), BK (K step), TM (outputs per thread);
 // threads per block = BM * BN / TM (512 with the defaults 64, 64, 8, 8).
 #include "common.cuh"
@@ -22,6 +22,16 @@
 #define NTHREADS (BM * BN / TM)
 static_assert(BM % TM == 0, "BM must be a multiple of TM");
 
+__device__ __forceinline__ void column_products(const float* __restrict__ As, const float* __restrict__ Bs,
+                                                int thread_row, int thread_col, float (&acc)[TM]) {
+#pragma unroll
+    for (int dot = 0; dot < BK; ++dot) {
+        const float bv = Bs[dot * BN + thread_col];
+#pragma unroll
+        for (int i = 0; i < TM; ++i) acc[i] += As[(thread_row * TM + i) * BK + dot] * bv;
+    }
+}
+
 template <bool EDGE>
 __device__ __forceinline__ void block_tile_1d(int M, int N, int K, float alpha,
                                               const float* __restrict__ A, const float* __restrict__ B,
@@ -35,30 +45,14 @@ __device__ __forceinline__ void block_tile_1d(int M, int N, int K, float alpha,
     const int rows_left = M - row0, cols_left = N - col0;
     float acc[TM] = {0.0f};
 
+    auto compute = [&] { column_products(As, Bs, thread_row, thread_col, acc); };
     int k0 = 0;
-    for (; k0 + BK <= K; k0 += BK) {
-        load_tile_strided<BM, BK, NTHREADS, EDGE, false>(As, a + k0, K, rows_left, 0);
-        load_tile_strided<BK, BN, NTHREADS, false, EDGE>(Bs, b + k0 * N, N, 0, cols_left);
-        __syncthreads();
-#pragma unroll
-        for (int dot = 0; dot < BK; ++dot) {
-            const float bv = Bs[dot * BN + thread_col];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) acc[i] += As[(thread_row * TM + i) * BK + dot] * bv;
-        }
-        __syncthreads();
-    }
-    if (k0 < K) {  // K remainder: one zero-padded step
-        load_tile_strided<BM, BK, NTHREADS, EDGE, true>(As, a + k0, K, rows_left, K - k0);
-        load_tile_strided<BK, BN, NTHREADS, true, EDGE>(Bs, b + k0 * N, N, K - k0, cols_left);
-        __syncthreads();
-#pragma unroll
-        for (int dot = 0; dot < BK; ++dot) {
-            const float bv = Bs[dot * BN + thread_col];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) acc[i] += As[(thread_row * TM + i) * BK + dot] * bv;
-        }
-    }
+    for (; k0 + BK <= K; k0 += BK)
+        block_k_step<BM, BN, BK, NTHREADS, EDGE, false>(As, Bs, a, b, k0, K, N,
+                                                        rows_left, cols_left, BK, compute);
+    if (k0 < K)  // K remainder: the same step once more, zero-padded
+        block_k_step<BM, BN, BK, NTHREADS, EDGE, true>(As, Bs, a, b, k0, K, N,
+                                                       rows_left, cols_left, K - k0, compute);
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int r = thread_row * TM + i;

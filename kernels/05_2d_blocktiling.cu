@@ -4,7 +4,8 @@
 // 8 x 8, against 1.125 in step 04). A 64 x 64 tile then needs only 64 threads, which fill the
 // tiles with a cooperative strided loop (8 values of each tile per thread). All TM * TN
 // accumulators stay in registers. Main kernel over full tiles without bounds checks; edge
-// kernel for the right/bottom remainders; a K remainder is one zero-padded step after the loop.
+// kernel for the right/bottom remainders; a K remainder is one more call of the same K step
+// (block_k_step in common.cuh), zero-padded.
 // Constants (-D): BM, BN (block tile), BK (K step), TM, TN (outputs per thread);
 // threads per block = BM * BN / (TM * TN) (64 with the defaults 64, 64, 8, 8, 8).
 #include "common.cuh"
@@ -55,20 +56,14 @@ __device__ __forceinline__ void block_tile_2d(int M, int N, int K, float alpha,
     const int rows_left = M - row0, cols_left = N - col0;
     float acc[TM * TN] = {0.0f};
 
+    auto compute = [&] { outer_products(As, Bs, thread_row, thread_col, acc); };
     int k0 = 0;
-    for (; k0 + BK <= K; k0 += BK) {
-        load_tile_strided<BM, BK, NTHREADS, EDGE, false>(As, a + k0, K, rows_left, 0);
-        load_tile_strided<BK, BN, NTHREADS, false, EDGE>(Bs, b + k0 * N, N, 0, cols_left);
-        __syncthreads();
-        outer_products(As, Bs, thread_row, thread_col, acc);
-        __syncthreads();
-    }
-    if (k0 < K) {  // K remainder: one zero-padded step
-        load_tile_strided<BM, BK, NTHREADS, EDGE, true>(As, a + k0, K, rows_left, K - k0);
-        load_tile_strided<BK, BN, NTHREADS, true, EDGE>(Bs, b + k0 * N, N, K - k0, cols_left);
-        __syncthreads();
-        outer_products(As, Bs, thread_row, thread_col, acc);
-    }
+    for (; k0 + BK <= K; k0 += BK)
+        block_k_step<BM, BN, BK, NTHREADS, EDGE, false>(As, Bs, a, b, k0, K, N,
+                                                        rows_left, cols_left, BK, compute);
+    if (k0 < K)  // K remainder: the same step once more, zero-padded
+        block_k_step<BM, BN, BK, NTHREADS, EDGE, true>(As, Bs, a, b, k0, K, N,
+                                                       rows_left, cols_left, K - k0, compute);
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll

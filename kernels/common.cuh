@@ -1,4 +1,5 @@
-// Shared helpers for the SGEMM kernels: the BLAS epilogue and the edge-block map.
+// Shared helpers for the SGEMM kernels: the BLAS epilogue, the edge-block map and the
+// block-tile K step of kernels 04 and 05.
 // Every kernel computes C = alpha * A @ B + beta * C on row-major float32 matrices,
 // A is M x K, B is K x N, C is M x N. As in BLAS, C is not read when beta == 0.
 #pragma once
@@ -39,4 +40,25 @@ __device__ __forceinline__ void load_tile_strided(float* __restrict__ s, const f
         const bool ok = (!CHECK_ROWS || r < rows_left) && (!CHECK_COLS || c < cols_left);
         s[idx] = ok ? g[r * ld + c] : 0.0f;
     }
+}
+
+// One K step of the block-tile skeleton (kernels 04 and 05): stage the kBM x kBK tile of A at
+// column k0 (a points at the block's first row, leading dimension K) and the kBK x kBN tile of
+// B at row k0 (b points at the block's first column, leading dimension N) in shared memory,
+// __syncthreads, run compute() over them, __syncthreads so the next step may overwrite the
+// tiles. EDGE checks rows of A against rows_left and columns of B
+// against cols_left. KTAIL is the K remainder (k_left < kBK): the loads past k_left read as
+// zero, and the closing barrier is left out since no step follows. The main loop and the tail
+// are the same step: the tail is one more call with KTAIL set.
+template <int kBM, int kBN, int kBK, int kThreads, bool EDGE, bool KTAIL, typename Compute>
+__device__ __forceinline__ void block_k_step(float* __restrict__ As, float* __restrict__ Bs,
+                                             const float* __restrict__ a, const float* __restrict__ b,
+                                             int k0, int K, int N, int rows_left, int cols_left,
+                                             int k_left,
+                                             Compute&& compute) {
+    load_tile_strided<kBM, kBK, kThreads, EDGE, KTAIL>(As, a + k0, K, rows_left, k_left);
+    load_tile_strided<kBK, kBN, kThreads, KTAIL, EDGE>(Bs, b + k0 * N, N, k_left, cols_left);
+    __syncthreads();
+    compute();
+    if constexpr (!KTAIL) __syncthreads();
 }

@@ -189,3 +189,29 @@ def test_without_a_reference_the_judged_commits_own_code_is_re_measured(stub_rep
     res = history_for(stub_repo, [("e" * 40, 30.0), (shas[2], 29.0)])
     assert gate(stub_repo, res) == 0          # its own code measures 30: not confirmed
     assert "not confirmed: re-measured 30" in capsys.readouterr().out
+
+
+def test_the_real_measure_document_is_what_the_ab_reads(monkeypatch, tmp_path):
+    """The contract between `gemm measure` (gemm.measure.sweep's document) and the A/B's
+    reader, with the worker replaced by one that reports a timed record."""
+    from pathlib import Path
+
+    import gemm.measure.sweep as sw
+    from gemm.core.problem import Problem
+
+    def worker(job, timeout=None):
+        p = job["problems"][0]
+        flops = 2 * p["M"] * p["N"] * p["K"]
+        yield "result", {"kernel": job["kernel"], "role": "kernel", "size": str(p["M"]),
+                         "flops": flops, "status": "ok",
+                         "kernel_time": {"samples_s": [flops / 30e12] * 3},
+                         "baseline_time": {"samples_s": [flops / 50e12] * 3}}
+        yield "exit", {"code": 0, "stderr": "", "timed_out": False}
+
+    monkeypatch.setattr(sw, "run_worker", worker)
+    doc = json.loads(json.dumps(sw.sweep(["05_2d_blocktiling"], [Problem.square(4096)])))
+    assert doc["schema"] == "gemm.measure/1"
+    tree = Path(sw.__file__).resolve().parents[2]
+    got = abtest._values(doc, tree, legacy=False)
+    assert got[("05_2d_blocktiling", "4096", "tflops")] == pytest.approx(30.0)
+    assert got[("05_2d_blocktiling", "4096", "pct_of_cublas")] == pytest.approx(60.0)

@@ -1,7 +1,7 @@
 """A sweep: targets x problems, each target in its own worker process (gemm.measure.worker).
 
-Returns the measurement document (plain data, schema gemm.measure/1): {"schema", "device",
-"policy", "records": [...] (every sample and clock reading), "values": [{"kernel", "size",
+Returns the measurement document (plain data, schema gemm.measure/1): {"schema", "package"
+(the gemm that measured), "device", "policy", "records": [...] (every sample and clock reading), "values": [{"kernel", "size",
 "status", "error", "metrics": {metric key: value}}], "wall_s", ...}. `gemm measure` prints it,
 `gemm bench --json` saves it; the keys of "values" are the stable part other trees rely on. A kernel that fails to compile, crashes or computes
 a wrong answer gets a record with that status; the sweep goes on with the rest. Values
@@ -23,6 +23,7 @@ from ..core.problem import Problem
 from .worker import EXIT_CONTEXT_LOST, EXIT_NO_GPU, INFO_TAG, TAG
 
 SCHEMA = "gemm.measure/1"
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "__init__.py")
 WORKER_TIMEOUT_S = 900
 
 
@@ -90,8 +91,8 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
     for a kernel's own failure. `progress(done, total, record)` is called as records come."""
     policy = policy or Policy()
     t0 = time.time()
-    out = {"schema": SCHEMA, "device": None, "policy": policy.as_dict(), "records": [],
-           "started": t0, "python": sys.version.split()[0]}
+    out = {"schema": SCHEMA, "package": PACKAGE, "device": None, "policy": policy.as_dict(),
+           "records": [], "started": t0, "python": sys.version.split()[0]}
     total = len(targets) * len(problems)
     done = 0
 
