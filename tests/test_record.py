@@ -111,3 +111,14 @@ def test_a_backfilled_commits_old_layout_is_normalized(repo, monkeypatch):
                                     "bench_gemm.Kernel_04_1d.track_tflops"}
     assert data["results"]["bench_gemm.Kernel_04_1d.track_tflops"][0] == [31.0]
     assert json.loads((repo / "results" / "benchmarks.json").read_text()) == {"today": True}
+
+
+def test_a_backfill_into_another_history_keeps_todays_suite(repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_ASV_MODE", "good")
+    main_results = tmp_path / "main-results"
+    shutil.copytree(repo / "results", main_results)
+    (main_results / "benchmarks.json").write_text('{"today": 1, "version": 2}')
+    track.record(repo, "h200", "ab" * 20, results=main_results)
+    assert json.loads((main_results / "benchmarks.json").read_text())["today"] == 1
+    track.record(repo, "h200", "ac" * 20)                      # its own history: replaced
+    assert "today" not in json.loads((repo / "results" / "benchmarks.json").read_text())

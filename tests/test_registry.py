@@ -13,14 +13,22 @@ def test_the_five_steps_are_registered():
                                            "04_1d_blocktiling", "05_2d_blocktiling"]
 
 
+def source_of(path) -> str:
+    """A kernel file with the kernel files it includes (a step may build on another's code)."""
+    text = path.read_text()
+    for inc in re.findall(r'#include "(\d\d_\w+\.cu)"', text):
+        text += source_of(path.parent / inc)
+    return text
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_entry_is_consistent_with_its_source(spec):
-    src = spec.path.read_text()
+    src = source_of(spec.path)
     for entry in spec.entries:
         assert re.search(rf'extern "C" __global__ void[^;{{]*?\b{entry}\s*\(', src), entry
     for name in spec.defines:  # every constant has a default in the file and is overridable
         assert re.search(rf"#ifndef {name}\b", src), f"{spec.file}: no #ifndef {name}"
-    head = src.lstrip().splitlines()[0]
+    head = spec.path.read_text().lstrip().splitlines()[0]
     assert head.startswith("//"), f"{spec.file} must open with a comment on what it changes"
 
 

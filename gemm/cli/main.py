@@ -1,5 +1,5 @@
 """Command line: gemm list | bench | measure | check | show | record | regress | publish | plot |
-machine.
+tune | machine.
 
 Thin: every command parses its arguments, validates them, and calls the stages. Commands that
 need a GPU say so in one sentence and exit 2 where there is none.
@@ -183,6 +183,45 @@ def cmd_record(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    import time
+    import tomllib
+    from pathlib import Path
+    from ..core import tuning
+    from ..measure.facts import machine_info
+    from ..measure.tune import tune
+    try:
+        spec = registry.get(args.kernel)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not spec.tune:
+        raise UsageError(f"{spec.name} declares no search space (`tune` in kernels.toml)")
+    _need_gpu()
+    gpu = machine_info()["machine"]
+    out = Path(args.out) if args.out else tuning.tuned_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    res = tune(spec, log=lambda s: print(s, file=sys.stderr, flush=True))
+    res.update(gpu=gpu, date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    log_path = out / f"{gpu}-{spec.name}.json"
+    log_path.write_text(json.dumps(res, indent=1))
+    path = out / f"{gpu}.toml"
+    tables = {}
+    if path.exists():
+        with open(path, "rb") as f:
+            tables = tomllib.load(f)
+    tables[spec.name] = res["winners"]
+    path.write_text(tuning.render_table(gpu, tables, f"Search logs: {gpu}-<kernel>.json."))
+    from .tables import table
+    rows = [[cls, w["size"], " ".join(f"{k}={v}" for k, v in w["defines"].items()),
+             f"{w['tflops']:.2f}", f"{w['pct_of_cublas']:.1f} %"]
+            for cls, w in res["winners"].items()]
+    ok = sum(r["status"] == "ok" for r in res["candidates"])
+    print(f"{spec.name} on {gpu}: {len(res['candidates'])} candidates, {ok} accepted, "
+          f"{res['wall_s']:.0f} s; winners written to {path}, search log {log_path}")
+    print(table(["class", "size", "constants", "TFLOPS", "% cuBLAS"], rows, "llllr"))
+    return 0 if res["winners"] else 1
+
+
 def cmd_machine(args) -> int:
     from ..record.machine import write_machine
     _need_gpu()
@@ -264,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="copy asv's CDN scripts next to the pages (fetched once with npm)")
     pb.add_argument("--vendor", default=".asv/vendor", help="where those scripts are kept")
     pb.set_defaults(fn=cmd_publish)
+
+    tu = sub.add_parser("tune", help="search a kernel's constants on this GPU (its `tune` space)"
+                        " and write the winners per size class to kernels/tuned/<gpu>.toml")
+    tu.add_argument("kernel")
+    tu.add_argument("--out", default=None, help="directory (default: kernels/tuned)")
+    tu.set_defaults(fn=cmd_tune)
 
     m = sub.add_parser("machine", help="write asv's machine file for this GPU")
     m.add_argument("--machine", default=None, help="name (default: from the GPU, e.g. h200)")

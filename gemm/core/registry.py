@@ -77,14 +77,17 @@ class KernelSpec:
     defines: dict = field(default_factory=dict)
     arch: str = "native"
     sass: tuple = ()               # SASS mnemonics the main entry must contain
+    tune: dict = field(default_factory=dict)   # search space: constant -> candidate values
+    tuned: bool = False            # constants per size class from kernels/tuned/<gpu>.toml
     summary: str = ""
 
     def with_defines(self, **overrides: int) -> "KernelSpec":
-        """The same kernel with some constants changed (tuning without edits)."""
+        """The same kernel with some constants changed (tuning without edits). Constants
+        given explicitly win over a tuned table: the result is not `tuned`."""
         unknown = set(overrides) - set(self.defines)
         if unknown:
             raise ValueError(f"{self.name} has no constants {sorted(unknown)}")
-        spec = replace(self, defines={**self.defines, **overrides})
+        spec = replace(self, defines={**self.defines, **overrides}, tuned=False)
         spec.validate()
         return spec
 
@@ -134,10 +137,14 @@ class KernelSpec:
             raise ValueError(f"{where}: align must be a positive integer")
         if self.align > 1 and not self.fallback:
             raise ValueError(f"{where}: align = {self.align} needs a fallback entry for other shapes")
+        unknown = set(self.tune) - set(self.defines)
+        if unknown or not all(isinstance(v, list) and v for v in self.tune.values()):
+            raise ValueError(f"{where}: tune maps constants it defines to lists of values "
+                             f"(unknown: {sorted(unknown)})")
 
 
 _KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
-         "precision", "baseline", "arch", "sass", "summary"}
+         "precision", "baseline", "arch", "sass", "tune", "tuned", "summary"}
 _REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
 
 
@@ -154,7 +161,8 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
         defines=dict(entry.get("defines", {})), block_expr=tuple(entry["block"]),
         tile_expr=tuple(entry["tile"]), precision=entry["precision"],
         baseline=entry["baseline"], arch=entry.get("arch", "native"),
-        sass=tuple(entry.get("sass", ())), summary=entry.get("summary", ""))
+        sass=tuple(entry.get("sass", ())), tune=dict(entry.get("tune", {})),
+        tuned=bool(entry.get("tuned", False)), summary=entry.get("summary", ""))
     spec.validate()
     return spec
 

@@ -70,6 +70,14 @@ def probe() -> tuple[bool, str]:
     return True, ""
 
 
+def arch_of_device_0() -> str:
+    """sm_XY of the first GPU, without creating a context (for compiling ahead)."""
+    import pycuda.driver as drv
+    drv.init()
+    major, minor = drv.Device(0).compute_capability()
+    return f"sm_{major}{minor}"
+
+
 def available() -> tuple[bool, str]:
     """(True, '') when a GPU can be used, else (False, the reason)."""
     try:

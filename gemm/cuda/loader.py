@@ -48,6 +48,18 @@ class LoadedKernel:
 _loaded: dict[tuple, LoadedKernel] = {}
 
 
+def compile_ahead(spec: KernelSpec, arch: str) -> str | None:
+    """Compile into PyCUDA's disk cache without a context (another process may load it later
+    with `load`, which then finds it there). Returns nvcc's error, or None."""
+    from pycuda.compiler import compile as nvcc_compile
+    try:
+        nvcc_compile(Path(spec.path).read_text(), options=nvcc_options(spec), arch=arch,
+                     include_dirs=[str(kernels_dir())], no_extern_c=True, cache_dir=cache_dir())
+    except Exception as exc:   # pycuda.driver.CompileError, with nvcc's output
+        return str(exc)[-2000:]
+    return None
+
+
 def load(spec: KernelSpec) -> LoadedKernel:
     """Compile (or fetch from cache) and load a kernel into the current context."""
     from . import device
@@ -72,3 +84,11 @@ def load(spec: KernelSpec) -> LoadedKernel:
         raise CompileError(f"{spec.name}: entry point missing from {spec.file}: {exc}") from None
     _loaded[key] = LoadedKernel(spec, module, functions)
     return _loaded[key]
+
+
+def resources(spec: KernelSpec) -> dict:
+    """{entry point: {"regs", "local_bytes", "static_smem"}} of a loaded kernel: local memory
+    per thread above zero means spills or a stack frame."""
+    a = load(spec).functions
+    return {e: {"regs": f.num_regs, "local_bytes": f.local_size_bytes,
+                "static_smem": f.shared_size_bytes} for e, f in a.items()}

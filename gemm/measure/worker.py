@@ -76,12 +76,15 @@ class Job:
         return self.baseline.name if self.alone else self.spec.name
 
     def record(self, prob: Problem) -> dict:
-        return {"kernel": self.name, "role": "baseline" if self.alone else "kernel",
-                "size": prob.label, "M": prob.M, "N": prob.N, "K": prob.K, "flops": prob.flops,
-                "baseline": self.baseline.name, "precision": self.baseline.precision
-                if self.alone else self.spec.precision,
-                "defines": {} if self.alone else self.spec.defines,
-                "status": "ok", "error": None, "checks": []}
+        rec = {"kernel": self.name, "role": "baseline" if self.alone else "kernel",
+               "size": prob.label, "M": prob.M, "N": prob.N, "K": prob.K, "flops": prob.flops,
+               "baseline": self.baseline.name, "precision": self.baseline.precision
+               if self.alone else self.spec.precision, "defines": {},
+               "status": "ok", "error": None, "checks": []}
+        if not self.alone:  # the constants this problem runs with (a tuned kernel's differ)
+            from ..core.tuning import resolve
+            rec["defines"] = resolve(self.spec, prob, self.info.slug).defines
+        return rec
 
     def close(self) -> None:
         self.checker.close()
@@ -145,6 +148,10 @@ def run_job(spec: dict) -> int:
             continue
         ops = None
         try:
+            if job.kernel is not None:
+                from ..core.tuning import resolve
+                from ..cuda.loader import resources
+                rec["resources"] = resources(resolve(job.spec, prob, info.slug))
             ops = job.checker.operands(prob)
             rec["seed"] = ops.seed
             check_problem(job, prob, ops, rec)

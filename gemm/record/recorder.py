@@ -54,6 +54,20 @@ def _normalize(data: dict, path: Path) -> bool:
     return True
 
 
+def _update_suite(src: Path, dst: Path, replace: bool) -> None:
+    """benchmarks.json: the measured suite replaces it when the checkout recorded into its own
+    history; a backfill (another checkout's, usually older, code) only adds what is missing,
+    so an older suite never replaces today's definitions."""
+    if not src.exists():
+        return
+    data = json.loads(src.read_text())
+    if not replace and dst.exists():
+        data = {**data, **json.loads(dst.read_text())}
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, dst)
+
+
 def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path | None = None) -> Path:
     """asv run for `commit` into a staging copy of results/, then move the result in.
 
@@ -63,7 +77,8 @@ def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path |
     """
     repo = Path(repo).resolve()
     conf = json.loads((repo / "asv.conf.json").read_text())
-    results = Path(results).resolve() if results else repo / conf.get("results_dir", "results")
+    own = repo / conf.get("results_dir", "results")
+    results = Path(results).resolve() if results else own
     stage_root = repo / ".asv" / "staging"
     if stage_root.exists():
         shutil.rmtree(stage_root)
@@ -96,11 +111,8 @@ def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path |
     for p in new:
         legacy |= _normalize(validate_result_file(p), p)
     (results / machine).mkdir(parents=True, exist_ok=True)
-    src = stage / "benchmarks.json"
-    if src.exists() and not legacy:  # an older commit's suite must not replace today's
-        tmp = results / "benchmarks.json.tmp"
-        shutil.copy2(src, tmp)
-        os.replace(tmp, results / "benchmarks.json")
+    _update_suite(stage / "benchmarks.json", results / "benchmarks.json",
+                  replace=not legacy and results == own)
     for p in new + [stage / machine / "machine.json"]:
         if p.exists():
             tmp = results / machine / (p.name + ".tmp")

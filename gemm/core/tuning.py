@@ -1,0 +1,80 @@
+"""Autotuning as data: a kernel's search space (its registry entry's `tune`), the size classes,
+and the tuned tables, kernels/tuned/<gpu>.toml, which `gemm tune` writes and the launcher reads.
+
+A kernel whose entry says `tuned = true` runs, on a GPU that has a table, with the constants
+that won for the problem's size class; elsewhere with its registry defaults. Size classes go
+by the output size M * N, each with the square size it is tuned at.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from .problem import Problem
+from .registry import KernelSpec, kernels_dir
+
+# (name, smallest M * N, the size it is tuned at)
+SIZE_CLASSES = (("small", 0, "1024"), ("medium", 1536 * 1536, "2048"),
+                ("large", 3072 * 3072, "4096"))
+
+
+def size_class(prob: Problem) -> str:
+    work = prob.M * prob.N
+    return [name for name, lo, _ in SIZE_CLASSES if work >= lo][-1]
+
+
+def candidates(spec: KernelSpec) -> list[dict]:
+    """Every combination of the search space that makes a valid spec (block, tile)."""
+    keys = sorted(spec.tune)
+    out = []
+    for values in itertools.product(*(spec.tune[k] for k in keys)):
+        cand = dict(zip(keys, values))
+        try:
+            spec.with_defines(**cand)
+        except (ValueError, ZeroDivisionError):
+            continue
+        out.append(cand)
+    return out
+
+
+def tuned_dir() -> Path:
+    return kernels_dir() / "tuned"
+
+
+@lru_cache(maxsize=8)
+def table(gpu: str) -> dict:
+    """{kernel: {size class: {"defines": {...}, ...}}} for one GPU model ({} if none)."""
+    path = tuned_dir() / f"{gpu}.toml"
+    if not path.is_file():
+        return {}
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def resolve(spec: KernelSpec, prob: Problem, gpu: str) -> KernelSpec:
+    """The spec to run `prob` with on GPU model `gpu` (a machine slug such as h200)."""
+    if not spec.tuned:
+        return spec
+    won = table(gpu).get(spec.name, {}).get(size_class(prob))
+    return spec.with_defines(**won["defines"]) if won else spec
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
+
+
+def render_table(gpu: str, tables: dict, note: str) -> str:
+    """TOML for kernels/tuned/<gpu>.toml: one table per kernel and size class."""
+    lines = [f"# Tuned constants for {gpu}: written by `gemm tune`, read by the launcher for",
+             "# kernels whose registry entry says tuned = true. " + note, ""]
+    for kernel, classes in sorted(tables.items()):
+        for cls, won in classes.items():
+            lines.append(f"[{json.dumps(kernel)}.{cls}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in won.items()]
+            lines.append("")
+    return "\n".join(lines)

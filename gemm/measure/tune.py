@@ -1,0 +1,80 @@
+"""`gemm tune KERNEL`: search a kernel's constants on this GPU, over the space its registry
+entry declares (`tune`), and keep the winner of each size class (gemm.core.tuning).
+
+Every candidate is compiled ahead in parallel (nvcc needs no GPU), then measured by the
+ordinary sweep, one worker process per candidate, under the suite's timing policy: checked
+against the float64 reference (at the size classes' sizes and at an unaligned odd shape, which
+takes the fallback path) before it is timed. A candidate is rejected if it does not compile,
+uses local memory (spills or a stack frame), or computes a wrong answer anywhere. The winner of
+a class is the fastest accepted candidate at that class's size. The search log keeps every
+candidate with its status, registers and TFLOPS.
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from ..core import metrics, shapes, tuning
+from ..core.policy import SUITE
+from ..core.registry import KernelSpec
+
+CHECK_SHAPE = "129x131x67"   # unaligned: the fallback path; remainders everywhere
+
+
+def _compile(args) -> str | None:
+    spec, cand, arch = args
+    from ..cuda.loader import compile_ahead
+    return compile_ahead(spec.with_defines(**cand), arch)
+
+
+def tune(spec: KernelSpec, policy=SUITE, log=print) -> dict:
+    from ..cuda.device import arch_of_device_0
+    from .sweep import sweep
+    cands = tuning.candidates(spec)
+    if not cands:
+        raise ValueError(f"{spec.name} declares no search space (its registry entry's `tune`)")
+    arch = arch_of_device_0()
+    t0 = time.time()
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        errors = list(pool.map(_compile, [(spec, c, arch) for c in cands]))
+    log(f"tune: {len(cands)} candidates compiled in {time.time() - t0:.0f} s "
+        f"({sum(e is not None for e in errors)} failed)")
+    sizes = [size for _, _, size in tuning.SIZE_CLASSES]
+    problems = shapes.problems(sizes + [CHECK_SHAPE])
+    rows = []
+    for i, (cand, err) in enumerate(zip(cands, errors)):
+        row = {"defines": cand, "status": "ok", "why": "", "resources": None, "tflops": {},
+               "pct_of_cublas": {}}
+        if err:
+            row.update(status="compile_error", why=err.strip().splitlines()[-1][:300])
+        else:
+            doc = sweep([spec.name], problems, policy, defines=cand)
+            recs = doc["records"]
+            row["resources"] = next((r.get("resources") for r in recs if r.get("resources")), None)
+            bad = [r for r in recs if r["status"] != "ok"]
+            spills = {e: v for e, v in (row["resources"] or {}).items() if v["local_bytes"]}
+            if bad:
+                row.update(status=bad[0]["status"],
+                           why=f"{bad[0]['size']}: {(bad[0].get('error') or '')[:300]}")
+            elif spills:
+                row.update(status="spills", why=f"local memory: {spills}")
+            for cls, _, size in tuning.SIZE_CLASSES:
+                rec = next((r for r in recs if r["size"] == size), None)
+                vals = metrics.values(rec) if rec else {}
+                row["tflops"][cls] = vals.get("tflops")
+                row["pct_of_cublas"][cls] = vals.get("pct_of_cublas")
+        rows.append(row)
+        shown = ", ".join(f"{c} {v:.2f}" for c, v in row["tflops"].items() if v is not None)
+        log(f"tune: [{i + 1}/{len(cands)}] {cand}: {row['status']} {shown} {row['why'][:120]}")
+    winners = {}
+    for cls, _, size in tuning.SIZE_CLASSES:
+        ok = [r for r in rows if r["status"] == "ok" and r["tflops"].get(cls) is not None]
+        if ok:
+            best = max(ok, key=lambda r: r["tflops"][cls])
+            winners[cls] = {"defines": best["defines"], "size": size,
+                            "tflops": round(best["tflops"][cls], 3),
+                            "pct_of_cublas": round(best["pct_of_cublas"][cls], 2)}
+    return {"kernel": spec.name, "arch": arch, "policy": policy.as_dict(),
+            "classes": [list(c) for c in tuning.SIZE_CLASSES], "candidates": rows,
+            "winners": winners, "wall_s": round(time.time() - t0, 1)}
