@@ -10,9 +10,10 @@
 // the same K step, zero-padded, in all three.
 // Constants (-D): BM, BN (block tile), BK (K step), TM, TN (outputs per thread, multiples of 4);
 // threads = BM * BN / (TM * TN) (256 with the defaults 128, 128, 8, 8, 8).
-// Measured on the H200 (standalone probe, CUDA-event medians; cuBLAS FP32 TF32 off alongside):
-// 37.0 TFLOPS at 2048 (73.9 % of cuBLAS), 38.2-38.4 at 4096 (75.1-75.6 %), 38.1 at 8192
-// (74.7-75.3 %), 37.5 at 4096x4096x1024 (75.0 %); 3001x2999x3003 runs the fallback: 24.9 (57.6 %).
+// Measured on the H200 by the suite (recorded at 1ed380e; TFLOPS, % of cuBLAS FP32 measured
+// interleaved): 14.51 at 1024 (37 %), 37.13 at 2048 (74 %),
+// 38.45 at 4096 (75 %), 38.39 at 8192 (75 %); 3001x2999x3003 (fallback path) 25.45 (59 %).
+// Gain over 05_2d_blocktiling at 4096 / 8192: +30.7 % / +23.6 %.
 #include "common.cuh"
 #ifndef BM
 #define BM 128

@@ -12,9 +12,10 @@
 // Constants (-D): BM, BN (block tile), BK (K step), TM, TN (outputs per thread, multiples of 4),
 // PAD_A, PAD_B (floats of padding per shared row of A and B, multiples of 4);
 // threads = BM * BN / (TM * TN) (256 with the defaults 128, 128, 8, 8, 8, 4, 0).
-// Measured on the H200 (standalone probe, CUDA-event medians; cuBLAS FP32 TF32 off alongside):
-// 41.1 TFLOPS at 2048 (81.9-82.2 % of cuBLAS), 42.2 at 4096 (82.5-83.6 %), 41.9-42.0 at 8192
-// (82.2-82.8 %), 41.9 at 4096x4096x1024 (83.7-83.9 %); 3001x2999x3003 runs the fallback: 29.1 (67.3 %).
+// Measured on the H200 by the suite (recorded at 1ed380e; TFLOPS, % of cuBLAS FP32 measured
+// interleaved): 15.21 at 1024 (39 %), 41.21 at 2048 (82 %),
+// 42.45 at 4096 (83 %), 42.23 at 8192 (83 %); 3001x2999x3003 (fallback path) 29.45 (68 %).
+// Gain over 06_vectorized at 4096 / 8192: +10.4 % / +10.0 %.
 #include "common.cuh"
 #ifndef BM
 #define BM 128

@@ -17,10 +17,12 @@
 // in a sub-tile: 8 or 4 or 2...), PAD_A, GROUP, MIN_BLOCKS (blocks per SM asked of ptxas:
 // __launch_bounds__); threads = 32 * (BM / WM) * (BN / WN)
 // (256 with the defaults 128, 128, 8, 32, 64, 4, 4, 0, 1: 8 x 8 outputs per thread).
-// Measured on the H200 (standalone probe, CUDA-event medians; cuBLAS FP32 TF32 off alongside):
-// 41.6 TFLOPS at 2048 (82.8 % of cuBLAS), 42.5 at 4096 (83.1 %), 43.1 at 8192 (84.3 %),
-// 42.3 at 4096x4096x1024 (84.6 %); 3001x2999x3003 runs the fallback: 26.5 (61.1 %), below
-// step 07's fallback (29.1): the scalar fallback is not what this step optimizes.
+// Measured on the H200 by the suite (recorded at 1ed380e; TFLOPS, % of cuBLAS FP32 measured
+// interleaved): 16.76 at 1024 (43 %), 41.55 at 2048 (82 %),
+// 42.47 at 4096 (83 %), 43.14 at 8192 (84 %); 3001x2999x3003 (fallback path) 26.90 (62 %).
+// Gain over 07_bank_conflict_free at 4096 / 8192: +0.0 % / +2.2 %. It stays although it only
+// ties 07 at 4096: the warp-tile layout is what step 09 pipelines (+12.5 % there). Its scalar
+// fallback is slower than 07's (26.90 vs 29.45 on 3001x2999x3003): not what this step optimizes.
 #include "common.cuh"
 #ifndef BM
 #define BM 128

@@ -21,9 +21,10 @@
 // 82.8, 256 threads of 8 x 8 at 128 x 128: 87.4 / 87.7 (MIN_BLOCKS = 2: 80.9 / 81.1, spills);
 // STAGES 3, 4, 5 within 0.7 %; GROUP = 8 rasterization 1-3 % slower.
 // Static shared memory STAGES * BK * (BM + PAD_A + BN) * 4 bytes must stay <= 48 KB.
-// Measured on the H200 (standalone probe, CUDA-event medians; cuBLAS FP32 TF32 off alongside):
-// 47.1 TFLOPS at 2048 (94.0 % of cuBLAS), 47.8 at 4096 (93.5 %), 48.0 at 8192 (94.0 %),
-// 46.8 at 4096x4096x1024 (93.6 %); 3001x2999x3003 runs the fallback: 30.6 (70.6 %).
+// Measured on the H200 by the suite (recorded at 1ed380e; TFLOPS, % of cuBLAS FP32 measured
+// interleaved): 11.75 at 1024 (30 %), 47.25 at 2048 (94 %),
+// 47.79 at 4096 (93 %), 48.01 at 8192 (94 %); 3001x2999x3003 (fallback path) 30.57 (70 %).
+// Gain over 08_warptiling at 4096 / 8192: +12.5 % / +11.3 %.
 #include "common.cuh"
 #ifndef BM
 #define BM 128

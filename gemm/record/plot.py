@@ -3,8 +3,8 @@
 - history_<size>.png: every kernel's TFLOPS per commit at one size, drawn as the change against
   that series' own median (in %), so a 1 % drop shows whatever the kernel's speed; the legend
   gives each series' latest TFLOPS.
-- tflops_vs_size.png: TFLOPS vs size (square sizes) at the newest commit, every kernel with
-  cuBLAS drawn in (dashed).
+- tflops_vs_size.png: TFLOPS vs size (the power-of-two squares) at the newest commit, every
+  kernel with cuBLAS drawn in (dashed).
 """
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ def _series(runs, metric: str, baseline: bool) -> dict:
             if key.metric == metric and key.baseline == baseline and finite(p.value):
                 out.setdefault((key.target, key.size), []).append((i, p.value))
     return out
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
 
 
 def _size_order(s: str):
@@ -81,11 +85,11 @@ def _vs_size(plt, kern, blas, machine, last, out: Path) -> Path:
     for series, style in ((kern, "-"), (blas, "k--")):
         for name in sorted({n for n, _ in series}):
             pts = sorted((int(s), series[(name, s)][-1][1]) for n, s in series
-                         if n == name and s.isdigit())
+                         if n == name and s.isdigit() and _pow2(int(s)))
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], style, marker="o", label=name)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("M = N = K")
+    ax.set_xlabel("M = N = K (powers of two; the other tracked shapes are in the tables)")
     ax.set_ylabel("TFLOPS")
     ax.set_title(f"{machine}: TFLOPS vs size (latest recorded, newest commit {last})")
     ax.grid(alpha=0.3)
