@@ -47,9 +47,10 @@ for sha in ${BACKFILL:-}; do
   wt=$(worktree "$sha") || { echo "backfill: no worktree for $sha"; rc=1; continue; }
   gemm record --repo "$wt" --results results --machine "$MACHINE" --commit "$sha" \
     > "$work/backfill-$sha.log" 2>&1
-  echo "backfill $sha: exit $?" | tee -a "$work/backfill.log"
+  brc=$?; [ $brc -eq 0 ] || rc=1
+  echo "backfill $sha: exit $brc" | tee -a "$work/backfill.log"
 done
-if [ "${PER_COMMIT:-1}" = 1 ]; then bash ci/per-commit.sh > "$work/per-commit.log" 2>&1; rc=$?; fi
+if [ "${PER_COMMIT:-1}" = 1 ]; then bash ci/per-commit.sh > "$work/per-commit.log" 2>&1 || rc=1; fi
 pack
 for extra in ${EXTRAS:-}; do
   case $extra in
@@ -58,9 +59,9 @@ for extra in ${EXTRAS:-}; do
       rm -rf "$wt/results" "$wt/verdicts" && cp -r results "$wt/results"
       [ -d verdicts ] && cp -r verdicts "$wt/verdicts"
       mkdir -p "$work/throwaway"
-      (cd "$wt" && OUT="$work/throwaway" PYTHONPATH="$wt:$PYTHONPATH" bash ci/record.sh \
+      (cd "$wt" && OUT="$work/throwaway" PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" bash ci/record.sh \
          > "$work/throwaway/record.log" 2>&1 &&
-       OUT="$work/throwaway" PYTHONPATH="$wt:$PYTHONPATH" bash ci/regress.sh \
+       OUT="$work/throwaway" PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" bash ci/regress.sh \
          --commit "$(git rev-parse HEAD)" > "$work/throwaway/regress.log" 2>&1)
       echo "throwaway $THROWAWAY: gate exit $? (expected 1)" | tee "$work/throwaway.log"
       summary "$work/throwaway/regress.json" >> "$work/throwaway.log"

@@ -23,7 +23,7 @@ stage gate bash ci/gate.sh
 stage record bash ci/record.sh && stage regress bash ci/regress.sh --all
 if command -v compute-sanitizer >/dev/null; then stage memcheck bash ci/memcheck.sh; fi
 stage publish bash ci/publish.sh || true
-tar czf "$OUT/results.tgz" results $( [ -d verdicts ] && echo verdicts)
+tar czf "$OUT/results.tgz" "$RESULTS" $( [ -d "$VERDICTS" ] && echo "$VERDICTS")
 reports=$(ls "$OUT"/sweeps/*.json "$OUT/regress.json" 2>/dev/null)
 [ -n "$reports" ] && gemm show $reports
 exit $status

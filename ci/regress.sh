@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The regression gate: the newest recorded commit against the history on this machine. A flagged
+# The regression gate: this commit (HEAD, or $COMMIT) against the history before it on this machine. A flagged
 # drop is confirmed by an A/B against the reference commit's code on this GPU; the verdicts are
 # kept in $VERDICTS/<machine>/<commit>.json (commit them with results/). The report goes to
 # $OUT/regress.json (schema gemm.regress/1). Extra arguments go to `gemm regress`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 gemm regress --machine "$(machine)" --results "$RESULTS" --verdicts "$VERDICTS" \
-  --record-verdicts --json "$OUT/regress.json" "$@"
+  --commit "$(git rev-parse "${COMMIT:-HEAD}")" --record-verdicts --json "$OUT/regress.json" "$@"

@@ -215,3 +215,27 @@ def test_the_real_measure_document_is_what_the_ab_reads(monkeypatch, tmp_path):
     got = abtest._values(doc, tree, legacy=False)
     assert got[("05_2d_blocktiling", "4096", "tflops")] == pytest.approx(30.0)
     assert got[("05_2d_blocktiling", "4096", "pct_of_cublas")] == pytest.approx(60.0)
+
+
+def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stub_repo):
+    a = commit_stub(stub_repo, 30.0, "a")
+    main = (stub_repo / "gemm" / "__main__.py").read_text()
+    (stub_repo / "gemm" / "__main__.py").write_text(
+        main.replace("kernel = args[args.index(\"--kernel\") + 1]",
+                     "kernel = args[args.index(\"--kernel\") + 1]\n"
+                     "if kernel == 'bad':\n    sys.exit(3)"))
+    git(stub_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "b")
+    b = git(stub_repo, "rev-parse", "HEAD")
+    with pytest.raises(abtest.ABError, match="measuring bad"):
+        abtest.run(stub_repo, a, b, {"good": ["512"], "bad": ["512"]}, rounds=1,
+                   log=lambda s: None)
+
+
+def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
+    from gemm.track import verdicts
+    row = {"kernel": "02", "size": "4096", "metric": "tflops", "verdict": "noise", "new": 5.9}
+    verdicts.save(tmp_path, "h200", "c" * 40, [row])
+    verdicts.save(tmp_path, "h200", "c" * 40, [{**row, "kernel": "05", "verdict": "DROP"}])
+    kept = verdicts.load(tmp_path, "h200", "c" * 40)
+    assert {k: v["verdict"] for k, v in kept.items()} == {("02", "4096", "tflops"): "noise",
+                                                           ("05", "4096", "tflops"): "DROP"}

@@ -122,3 +122,27 @@ def test_a_backfill_into_another_history_keeps_todays_suite(repo, tmp_path, monk
     assert json.loads((main_results / "benchmarks.json").read_text())["today"] == 1
     track.record(repo, "h200", "ac" * 20)                      # its own history: replaced
     assert "today" not in json.loads((repo / "results" / "benchmarks.json").read_text())
+
+
+def test_record_refuses_a_checkout_at_another_commit(tmp_path):
+    def g(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    g("init", "-q")
+    for i in range(2):
+        (tmp_path / "f").write_text(str(i))
+        g("add", "f")
+        g("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", str(i))
+    out = subprocess.run([sys.executable, "-m", "gemm", "record", "--repo", str(tmp_path),
+                          "--commit", "HEAD~1"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert out.returncode == 2 and "not at" in out.stderr and "worktree" in out.stderr
+
+
+def test_a_kernel_name_for_record_becomes_its_class():
+    from gemm.cli.main import _bench_regex
+    import re
+    rx = _bench_regex("10")
+    assert re.search(rx, "bench_gemm.Kernel_10_autotuned.track_tflops('4096')")
+    assert not re.search(rx, "bench_gemm.Kernel_01_naive.track_tflops('1024')")
+    assert _bench_regex("track_seconds") == "track_seconds"

@@ -209,3 +209,17 @@ def test_the_json_report_is_the_ci_contract(tmp_path):
     assert doc["counts"]["DROP"] == 2
     assert {(r["kernel"], r["size"], r["metric"]) for r in doc["rows"] if r["verdict"] == "DROP"} \
         == {("05_2d", "4096", "tflops"), ("05_2d", "4096", "pct_of_cublas")}
+
+
+def test_a_series_recorded_as_skipped_is_missing_too(tmp_path, capsys):
+    """asv records NaN for what `-b` left out: with history behind it, that is MISSING."""
+    new = {**flat(30.0), ("05_2d", "4096"): float("nan")}
+    assert gate(history(tmp_path, [flat(30.0)] * 3 + [new])) == 1
+    assert "05_2d at 4096: TFLOPS MISSING" in capsys.readouterr().out
+    assert gate(history(tmp_path, [flat(30.0)] * 3 + [new]), "--sizes", "512") == 0
+
+
+def test_kernels_are_named_by_prefix_when_narrowing(tmp_path, capsys):
+    runs = [flat(30.0)] * 3 + [{k: v for k, v in flat(30.0).items() if k[0] == "05_2d"}]
+    assert gate(history(tmp_path, runs), "--kernels", "05") == 0
+    assert "narrowed on purpose to kernels 05_2d" in capsys.readouterr().out

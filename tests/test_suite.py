@@ -104,3 +104,25 @@ def test_asv_run_b_sets_up_only_that_kernels_sweep(tmp_path):
     setups = sorted({line.split("Setting up ")[1].split()[0] for line in text.splitlines()
                      if "Setting up " in line})
     assert setups and all("05_2d_blocktiling" in s for s in setups), text[-3000:]
+
+
+def test_a_worker_that_reported_its_broken_launch_is_not_blamed_twice(monkeypatch):
+    """A worker reports a launch_error and dies with some exit code: the sweep goes on with
+    the next problem in a fresh worker instead of marking it crashed unseen."""
+    import gemm.measure.sweep as sw
+    from gemm.core.problem import Problem
+    calls = []
+
+    def worker(job, timeout=None):
+        calls.append([p["M"] for p in job["problems"]])
+        p = job["problems"][0]
+        status = "launch_error" if p["M"] == 64 else "ok"
+        yield "result", {"kernel": job["kernel"], "size": str(p["M"]), "status": status,
+                         "flops": 1}
+        yield "exit", {"code": 134, "stderr": "abort in teardown", "timed_out": False}
+
+    monkeypatch.setattr(sw, "run_worker", worker)
+    doc = sw.sweep(["05_2d_blocktiling"], [Problem.square(64), Problem.square(128)],
+                   time_it=False)
+    assert [r["status"] for r in doc["records"]] == ["launch_error", "ok"]
+    assert calls == [[64, 128], [128]]

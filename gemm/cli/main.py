@@ -172,9 +172,16 @@ def cmd_record(args) -> int:
     except (OSError, subprocess.CalledProcessError) as exc:
         raise UsageError(f"git cannot name commit {args.commit!r} in {args.repo}: "
                          f"{getattr(exc, 'stderr', '') or exc}".strip()) from None
+    try:
+        at = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=args.repo, text=True).strip()
+    except (OSError, subprocess.CalledProcessError):
+        at = None
+    if at != sha:   # asv runs the tree as it is: its code must be the commit's
+        raise UsageError(f"{args.repo} is at {str(at)[:10]}, not at {sha[:10]}: check the commit "
+                         f"out there (e.g. git worktree add) to record it")
     _need_gpu()
     machine = write_machine(args.machine)
-    extra = [x for b in args.bench for x in ("-b", b)]
+    extra = [x for b in args.bench for x in ("-b", _bench_regex(b))]
     try:
         record(args.repo, machine, sha, extra, results=args.results)
     except RecordError as exc:
@@ -209,6 +216,11 @@ def cmd_tune(args) -> int:
     if path.exists():
         with open(path, "rb") as f:
             tables = tomllib.load(f)
+    missing = [c for c, _, _ in tuning.SIZE_CLASSES if c not in res["winners"]]
+    if missing:   # keep the table as it was: a failed search must not erase earlier winners
+        print(f"gemm tune: no candidate was accepted for {', '.join(missing)}; "
+              f"{path} left as it was (search log: {log_path})", file=sys.stderr)
+        return 1
     tables[spec.name] = res["winners"]
     path.write_text(tuning.render_table(gpu, tables, f"Search logs: {gpu}-<kernel>.json."))
     from .tables import table
@@ -220,6 +232,15 @@ def cmd_tune(args) -> int:
           f"{res['wall_s']:.0f} s; winners written to {path}, search log {log_path}")
     print(table(["class", "size", "constants", "TFLOPS", "% cuBLAS"], rows, "llllr"))
     return 0 if res["winners"] else 1
+
+
+def _bench_regex(name: str) -> str:
+    """asv -b matches its regex against names with their parameters, so `-b 10` would also
+    select every kernel at sizes containing 10: a kernel name or prefix becomes its class."""
+    try:
+        return rf"Kernel_{registry.get(name).name}\."
+    except ValueError:
+        return name   # a regex of the user's own
 
 
 def cmd_machine(args) -> int:
@@ -283,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--commit", default="HEAD")
     rc.add_argument("--results", default=None, help="results directory (default: the repo's)")
     rc.add_argument("--bench", "-b", action="append", default=[],
-                    help="only benchmarks matching this regex (asv -b), e.g. a kernel name")
+                    help="only this kernel (name or prefix), or benchmarks matching this regex "
+                    "(asv -b); judge such a run with gemm regress --kernels")
     rc.set_defaults(fn=cmd_record)
 
     from .regress import add_arguments

@@ -45,6 +45,21 @@ def add_arguments(p) -> None:
     p.add_argument("--all", action="store_true", help="show every series, not only changes")
 
 
+def _kernel_name(name: str, known: set) -> str:
+    """A kernel's full name: as recorded in the history, or the one recorded kernel it is a
+    prefix of (05 -> 05_2d_blocktiling), else a registered kernel's."""
+    from ..core.registry import get
+    if name in known:
+        return name
+    hits = [k for k in known if k.startswith(name)]
+    if len(hits) == 1:
+        return hits[0]
+    try:
+        return get(name).name
+    except ValueError:
+        return name
+
+
 def _write_json(path, doc) -> None:
     if path:
         Path(path).write_text(json.dumps(doc, indent=1))
@@ -57,11 +72,13 @@ def main(args) -> int:
     except ValueError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
-    narrow = Narrowing(tuple(args.kernels), tuple(args.sizes))
+    kernel_names = list(args.kernels)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     try:
         machine = resolve_machine(args.results, args.machine)
         runs, suite = load_runs(args.results, machine)
+        known = {k.target for r in runs for k in r.points}
+        narrow = Narrowing(tuple(_kernel_name(k, known) for k in kernel_names), tuple(args.sizes))
         rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow)
     except HistoryError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)

@@ -53,7 +53,8 @@ def compile_ahead(spec: KernelSpec, arch: str) -> str | None:
     with `load`, which then finds it there). Returns nvcc's error, or None."""
     from pycuda.compiler import compile as nvcc_compile
     try:
-        nvcc_compile(Path(spec.path).read_text(), options=nvcc_options(spec), arch=arch,
+        nvcc_compile(Path(spec.path).read_text(), options=nvcc_options(spec),
+                     arch=target_arch(spec, arch),
                      include_dirs=[str(kernels_dir())], no_extern_c=True, cache_dir=cache_dir())
     except Exception as exc:   # pycuda.driver.CompileError, with nvcc's output
         return str(exc)[-2000:]

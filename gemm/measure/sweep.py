@@ -109,19 +109,20 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
             job = {"kernel": name, "problems": [{"M": p.M, "N": p.N, "K": p.K} for p in left],
                    "policy": policy.as_dict(), "time": time_it, "ab": [list(x) for x in ab],
                    "defines": defines or {}}
-            got, exit_info = 0, None
+            got, exit_info, last = 0, None, None
             for kind, obj in run_worker(job):
                 if kind == "info":
                     out["device"] = out["device"] or obj["device"]
                 elif kind == "result":
                     add(obj)
-                    got += 1
+                    got, last = got + 1, obj
                 else:
                     exit_info = obj
             left = left[got:]
             if not left:
                 break
-            if exit_info["code"] == EXIT_CONTEXT_LOST and got > 0:
+            if got > 0 and (exit_info["code"] == EXIT_CONTEXT_LOST
+                            or last.get("status") == "launch_error"):
                 continue  # the last record said what broke; go on with a fresh context
             # the worker died on left[0] without reporting it: record that, go on after it
             add(_crashed(name, left.pop(0), exit_info))

@@ -3,8 +3,8 @@ entry declares (`tune`), and keep the winner of each size class (gemm.core.tunin
 
 Every candidate is compiled ahead in parallel (nvcc needs no GPU), then measured by the
 ordinary sweep, one worker process per candidate, under the suite's timing policy: checked
-against the float64 reference (at the size classes' sizes and at an unaligned odd shape, which
-takes the fallback path) before it is timed. A candidate is rejected if it does not compile,
+against the float64 reference with every (alpha, beta) pair of the correctness gate, at the
+size classes' sizes and at an unaligned odd shape (the fallback path), before it is timed. A candidate is rejected if it does not compile,
 uses local memory (spills or a stack frame), or computes a wrong answer anywhere. The winner of
 a class is the fastest accepted candidate at that class's size. The search log keeps every
 candidate with its status, registers and TFLOPS.
@@ -49,7 +49,7 @@ def tune(spec: KernelSpec, policy=SUITE, log=print) -> dict:
         if err:
             row.update(status="compile_error", why=err.strip().splitlines()[-1][:300])
         else:
-            doc = sweep([spec.name], problems, policy, defines=cand)
+            doc = sweep([spec.name], problems, policy, ab=shapes.CHECK_AB, defines=cand)
             recs = doc["records"]
             row["resources"] = next((r.get("resources") for r in recs if r.get("resources")), None)
             bad = [r for r in recs if r["status"] != "ok"]

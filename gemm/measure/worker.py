@@ -130,6 +130,15 @@ def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
         rec.update(status="throttled", error="every sample ran under the clock floor")
 
 
+def _context_alive(job: Job) -> bool:
+    """After an error the keywords of `triage` missed: does the context still synchronize?"""
+    try:
+        job.drv.Context.synchronize()
+        return True
+    except Exception:
+        return False
+
+
 def run_job(spec: dict) -> int:
     from ..cuda.device import GPUUnavailable
     try:
@@ -159,6 +168,8 @@ def run_job(spec: dict) -> int:
                 time_problem(job, prob, ops, rec)
         except Exception as exc:
             status, lost = triage(exc)
+            if not lost and not _context_alive(job):
+                status, lost = "launch_error", True
             rec.update(status=status, error=f"{type(exc).__name__}: {exc}")
             if not lost:
                 rec["traceback"] = traceback.format_exc(limit=4)

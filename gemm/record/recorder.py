@@ -54,10 +54,19 @@ def _normalize(data: dict, path: Path) -> bool:
     return True
 
 
+def _head(path: Path) -> str | None:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=path, text=True,
+                                       stderr=subprocess.DEVNULL).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def _update_suite(src: Path, dst: Path, replace: bool) -> None:
-    """benchmarks.json: the measured suite replaces it when the checkout recorded into its own
-    history; a backfill (another checkout's, usually older, code) only adds what is missing,
-    so an older suite never replaces today's definitions."""
+    """benchmarks.json: the measured suite replaces it when the code recorded is today's (its
+    own history, or the commit checked out where the command runs); a backfill (an older
+    commit's code from a worktree) only adds what is missing, so an older suite never
+    replaces today's definitions."""
     if not src.exists():
         return
     data = json.loads(src.read_text())
@@ -112,7 +121,7 @@ def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path |
         legacy |= _normalize(validate_result_file(p), p)
     (results / machine).mkdir(parents=True, exist_ok=True)
     _update_suite(stage / "benchmarks.json", results / "benchmarks.json",
-                  replace=not legacy and results == own)
+                  replace=not legacy and (results == own or commit == _head(Path.cwd())))
     for p in new + [stage / machine / "machine.json"]:
         if p.exists():
             tmp = results / machine / (p.name + ".tmp")

@@ -9,7 +9,8 @@ against code on one GPU.
 
 Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
 (document schema gemm.measure/1: "values" -> "metrics" by metric key). Commits from before that
-entry point existed are measured with LEGACY_MEASURE, which uses the names those commits had.
+entry point existed are measured with LEGACY_MEASURE, which uses the names those commits had
+(and computes % of cuBLAS from their samples with today's paired formula).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ LEGACY_TAG = "@@AB "
 LEGACY_MEASURE = r"""
 import json, sys
 import gemm
+from statistics import median
 from gemm.sweep import derived, problems_from_sizes, sweep
 from gemm.track import POLICY
 job = json.loads(sys.argv[1])
@@ -35,8 +37,13 @@ for kernel, sizes in job["series"].items():
     res = sweep([kernel], problems_from_sizes(sizes), POLICY)
     for rec in res["records"]:
         d = derived(rec)
+        pct = d["pct"]
+        k = (rec.get("kernel_time") or {}).get("samples_s")
+        b = (rec.get("baseline_time") or {}).get("samples_s")
+        if pct is not None and k and b:  # today's formula: the median of paired sample ratios
+            pct = median([100.0 * y / x for x, y in zip(k, b)])
         out["values"].append({"kernel": kernel, "size": rec["size"], "status": rec.get("status"),
-                              "tflops": d["tflops"], "pct": d["pct"],
+                              "tflops": d["tflops"], "pct": pct,
                               "error": (rec.get("error") or "")[-300:]})
 print("@@AB " + json.dumps(out), flush=True)
 """
@@ -122,14 +129,19 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
         return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
     values = {}
     with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
-        for kernel, sizes in series.items():
-            path = Path(tmp) / "measure.json"
+        for i, (kernel, sizes) in enumerate(series.items()):
+            path = Path(tmp) / f"measure-{i}.json"
             out = _run(tree, ["-m", "gemm", "measure", "--kernel", kernel, "--sizes", *sizes,
                               "--json", str(path)], timeout)
-            if not path.exists():
-                raise ABError(f"measuring with the code of {tree.name} failed "
-                              f"(exit {out.returncode}): {out.stderr.strip()[-400:]}")
-            values.update(_values(json.loads(path.read_text()), tree, legacy=False))
+            try:
+                got = _values(json.loads(path.read_text()), tree, legacy=False)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ABError(f"measuring {kernel} with the code of {tree.name} failed "
+                              f"(exit {out.returncode}, {type(exc).__name__}): "
+                              f"{out.stderr.strip()[-400:]}") from None
+            if not any(k[0] == kernel for k in got):
+                raise ABError(f"the code of {tree.name} reported nothing for {kernel}")
+            values.update(got)
     return values
 
 

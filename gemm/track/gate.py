@@ -147,10 +147,11 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
         hist = [p for _, p in pairs]
         n_hist = len([p for p in hist if finite(p.value)])
         new = new_run.points.get(key)
-        if new is None:
+        skipped = new is not None and new.value is not None and not finite(new.value)
+        if new is None or skipped:   # absent, or recorded as skipped (NaN: asv -b left it out)
             if n_hist and key in suite.series:
                 rows.append(Row(key.target, key.size, key.metric, n_hist, None, None, None,
-                                None, "MISSING", "in the history, not in this run"))
+                                None, "MISSING", "in the history, not measured in this run"))
             continue  # else: no longer part of the suite (kernel or size removed)
         verdict, centre, change, bound = judge(hist, new, cfg)
         ref, ref_value = reference(pairs, centre) if centre is not None else (None, None)

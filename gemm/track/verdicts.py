@@ -23,9 +23,14 @@ def path_for(root, machine: str, commit: str) -> Path:
 
 
 def save(root, machine: str, commit: str, rows: list, device: str | None = None) -> Path:
-    """Write the re-measured rows (dicts) for `commit`; atomic, other commits untouched."""
+    """Write the re-measured rows (dicts) for `commit`, over the verdicts kept for it before
+    (a narrowed run replaces only its own series); atomic, other commits untouched."""
     path = path_for(root, machine, commit)
     path.parent.mkdir(parents=True, exist_ok=True)
+    new = {(r["kernel"], r["size"], r["metric"]) for r in rows}
+    kept = [{k: v for k, v in r.items() if k not in ("date", "device")}
+            for key, r in load(root, machine, commit).items() if key not in new]
+    rows = kept + list(rows)
     data = {"format": FORMAT, "commit": commit, "machine": machine, "device": device,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
     tmp = path.with_suffix(".json.tmp")
