@@ -163,19 +163,12 @@ def _show_regress(doc: dict) -> None:
 
 
 def cmd_record(args) -> int:
-    import subprocess
     from ..record.machine import write_machine
-    from ..record.recorder import RecordError, record
-    try:
-        sha = subprocess.check_output(["git", "rev-parse", args.commit], cwd=args.repo,
-                                      text=True, stderr=subprocess.PIPE).strip()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise UsageError(f"git cannot name commit {args.commit!r} in {args.repo}: "
-                         f"{getattr(exc, 'stderr', '') or exc}".strip()) from None
-    try:
-        at = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=args.repo, text=True).strip()
-    except (OSError, subprocess.CalledProcessError):
-        at = None
+    from ..record.recorder import RecordError, record, rev_parse
+    sha = rev_parse(args.repo, args.commit)
+    if sha is None:
+        raise UsageError(f"git cannot name commit {args.commit!r} in {args.repo}")
+    at = rev_parse(args.repo)
     if at != sha:   # asv runs the tree as it is: its code must be the commit's
         raise UsageError(f"{args.repo} is at {str(at)[:10]}, not at {sha[:10]}: check the commit "
                          f"out there (e.g. git worktree add) to record it")

@@ -23,13 +23,14 @@ from ..core.problem import Problem
 from .worker import EXIT_CONTEXT_LOST, EXIT_NO_GPU, INFO_TAG, TAG
 
 SCHEMA = "gemm.measure/1"
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "__init__.py")
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(PACKAGE_DIR, "__init__.py")
 WORKER_TIMEOUT_S = 900
 
 
 def _worker_env() -> dict:
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(PACKAGE_DIR)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     return env

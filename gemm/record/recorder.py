@@ -54,10 +54,12 @@ def _normalize(data: dict, path: Path) -> bool:
     return True
 
 
-def _head(path: Path) -> str | None:
+def rev_parse(path, rev: str = "HEAD") -> str | None:
+    """The full hash git gives `rev` in the checkout at `path`, or None."""
     try:
-        return subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=path, text=True,
-                                       stderr=subprocess.DEVNULL).strip()
+        return subprocess.check_output(["git", "rev-parse", "--verify", "--quiet",
+                                        f"{rev}^{{commit}}"], cwd=path, text=True,
+                                       stderr=subprocess.DEVNULL).strip() or None
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -121,7 +123,7 @@ def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path |
         legacy |= _normalize(validate_result_file(p), p)
     (results / machine).mkdir(parents=True, exist_ok=True)
     _update_suite(stage / "benchmarks.json", results / "benchmarks.json",
-                  replace=not legacy and (results == own or commit == _head(Path.cwd())))
+                  replace=not legacy and (results == own or commit == rev_parse(Path.cwd())))
     for p in new + [stage / machine / "machine.json"]:
         if p.exists():
             tmp = results / machine / (p.name + ".tmp")
