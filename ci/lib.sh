@@ -13,3 +13,10 @@ gemm() { python3 -m gemm "$@"; }
 machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine file)
   if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
 }
+last_recorded() {  # the newest ancestor of HEAD (HEAD excluded) with a run recorded here
+  local m sha; m=$(machine)
+  for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
+    if compgen -G "$RESULTS/$m/${sha:0:8}-*.json" >/dev/null; then echo "$sha"; return 0; fi
+  done
+  return 1
+}

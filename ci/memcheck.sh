@@ -3,8 +3,16 @@
 # given: KERNELS="06 07"), every (alpha, beta), the worker processes included; only the GEMM
 # kernels (names starting sgemm_) are instrumented, cuBLAS and the harness run natively. Any
 # out-of-bounds or misaligned access fails it.
+# MEMCHECK=auto (default): only when kernels/ or the launch path (gemm/cuda, gemm/core) changed
+# since the last commit recorded here (it takes longer than the rest of the job); 1: always.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+if [ "${MEMCHECK:-auto}" = auto ]; then
+  if prev=$(last_recorded) && git diff --quiet "$prev" HEAD -- kernels gemm/cuda gemm/core; then
+    echo "memcheck: skipped: no kernel or launch code changed since ${prev:0:10} (MEMCHECK=1 runs it)"
+    exit 0
+  fi
+fi
 shapes="1x1x1 65x129x7 127x1x300 1x4097x3 4095x63x129 1000x832x504 129x131x67"
 args=(); for k in ${KERNELS:-}; do args+=(-k "$k"); done
 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 --kernel-name kns=sgemm_ \

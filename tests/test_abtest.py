@@ -83,10 +83,10 @@ def test_run_measures_each_commits_own_code_in_turns(stub_repo):
     b = commit_stub(stub_repo, 27.0, "b")
     log = []
     got = abtest.run(stub_repo, a, b, {"05_2d": ["4096", "8192"]}, rounds=2, log=log.append)
-    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0, 30.0], "new": [27.0, 27.0]}
-    assert got[("05_2d", "8192", "pct_of_cublas")]["new"] == [54.0, 54.0]
+    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0] * 4, "new": [27.0] * 4}
+    assert got[("05_2d", "8192", "pct_of_cublas")]["new"] == [54.0] * 4
     sides = [line.split(": ")[2].split()[0] for line in log]
-    assert sides == ["reference", "new", "new", "reference"]   # A B, B A
+    assert sides == ["reference", "new", "new", "reference"] * 2   # A B B A rounds
     assert "gemm-ab-" not in git(stub_repo, "worktree", "list")  # worktrees removed
 
 
@@ -95,8 +95,8 @@ def test_a_commit_from_before_the_entry_point_is_measured_by_its_old_names(stub_
     b = commit_stub(stub_repo, 27.0, "b")
     (stub_repo / "gemm" / "sweep.py").unlink()
     got = abtest.run(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
-    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0], "new": [27.0]}
-    assert got[("05_2d", "4096", "pct_of_cublas")] == {"reference": [60.0], "new": [54.0]}
+    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0] * 2, "new": [27.0] * 2}
+    assert got[("05_2d", "4096", "pct_of_cublas")] == {"reference": [60.0] * 2, "new": [54.0] * 2}
 
 
 def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
@@ -149,7 +149,7 @@ def test_a_code_regression_is_confirmed_and_named(stub_repo, gpu_here, capsys):
     assert gate(stub_repo, res, "--json", str(stub_repo.parent / "v.json")) == 1
     out = capsys.readouterr().out
     assert "REGRESSION: 05_2d at 4096: TFLOPS DROP" in out
-    assert "30 -> 29 (-3.33 %)" in out
+    assert "A/B vs " + shas[2][:10] + " here: -3.33 % [-3.33 %, -3.33 %] (4 vs 4 processes" in out
     rows = json.loads((stub_repo.parent / "v.json").read_text())["rows"]
     tf = [r for r in rows if r["metric"] == "tflops"][0]
     assert (tf["ab_reference"], tf["ab_new"], tf["reference"]) == (30.0, 29.0, shas[2])  # a tie: the latest

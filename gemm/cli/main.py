@@ -1,5 +1,5 @@
-"""Command line: gemm list | bench | measure | check | show | record | regress | publish | plot |
-tune | machine.
+"""Command line: gemm list | bench | measure | check | show | record | regress | calibrate |
+publish | plot | tune | machine.
 
 Thin: every command parses its arguments, validates them, and calls the stages. Commands that
 need a GPU say so in one sentence and exit 2 where there is none.
@@ -248,6 +248,50 @@ def cmd_regress(args) -> int:
     return regress.main(args)
 
 
+def cmd_calibrate(args) -> int:
+    from ..core.shapes import problems
+    from ..track import calibrate
+    from ..track.confirm import gpu_present
+    from ..track.gate import GateConfig
+    from .tables import table
+    kernels = _targets(args.kernel)
+    inject = _targets(args.inject_kernel) if args.inject_kernel else kernels[:3]
+    for sizes in (args.sizes, args.inject_sizes):
+        problems(sizes)   # bad sizes fail here, before anything runs
+    if not all(0 < s < 1 for s in args.shares) or args.processes < 2 or args.trials < 0:
+        raise UsageError("shares in (0, 1), --processes >= 2, --trials >= 0")
+    ok, why = gpu_present()
+    if not ok:
+        raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")
+    machine = args.machine
+    if machine is None:
+        from ..measure.facts import machine_info
+        machine = machine_info()["machine"]
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    path, doc = calibrate.run(args.repo, machine, kernels, args.sizes, args.processes, inject,
+                              args.inject_sizes, args.shares, args.trials,
+                              GateConfig(min_rounds=args.min_rounds, max_rounds=args.max_rounds),
+                              args.out, log)
+    print(f"\nA/A noise on {doc['gpu_name']}: sd of one process's value, {args.processes} processes")
+    print(table(["kernel", "size", "metric", "median", "sd %"],
+                [[r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
+                  f"{100 * r['sigma']:.3f}"] for r in doc["noise"]], "lllrr"))
+    if doc["summary"]:
+        shares = [str(s) for s in args.shares]
+        print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "
+              f"injected delays, {args.trials} trials")
+        print(table(["kernel", "size"] + [f"+{100 * float(s):g} %" for s in shares]
+                    + ["smallest always detected"],
+                    [[r["kernel"], r["size"]]
+                     + [f"{r['detected'].get(s, '-')} ({100 * (r['median_change'].get(s) or 0):+.2f} %)"
+                        for s in shares]
+                     + [f"{100 * r['smallest_always_detected']:g} %"
+                        if r["smallest_always_detected"] else "none"]
+                     for r in doc["summary"]], "ll" + "r" * (len(shares) + 1)))
+    print(f"\ncalibration written to {path}")
+    return 0
+
+
 def cmd_plot(args) -> int:
     from ..record import plot
     return plot.main(args)
@@ -317,7 +361,27 @@ def build_parser() -> argparse.ArgumentParser:
     pb.add_argument("--offline", action="store_true",
                     help="copy asv's CDN scripts next to the pages (fetched once with npm)")
     pb.add_argument("--vendor", default=".asv/vendor", help="where those scripts are kept")
+    pb.add_argument("--verdicts", default=None,
+                    help="the gate's kept verdicts (default: verdicts/ beside the config)")
     pb.set_defaults(fn=cmd_publish)
+
+    ca = sub.add_parser("calibrate", help="this runner's A/B noise (A/A) and what the gate "
+                        "detects here (injected delays); writes calibration/<machine>.json")
+    ca.add_argument("--kernel", "-k", action="append", help="kernels for the noise (default all)")
+    ca.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
+    ca.add_argument("--processes", type=int, default=6, help="A/A processes (default 6)")
+    ca.add_argument("--inject-kernel", action="append",
+                    help="kernels of the detection test (default: the first three)")
+    ca.add_argument("--inject-sizes", nargs="+", default=["2048", "4096", "8192"])
+    ca.add_argument("--shares", nargs="+", type=float, default=[0.005, 0.01, 0.02, 0.03],
+                    help="injected delays, as shares of the kernel's time")
+    ca.add_argument("--trials", type=int, default=5)
+    ca.add_argument("--min-rounds", type=int, default=2)
+    ca.add_argument("--max-rounds", type=int, default=4)
+    ca.add_argument("--repo", default=".", help="the checkout whose code is measured")
+    ca.add_argument("--machine", default=None, help="asv machine name (default: from the GPU)")
+    ca.add_argument("--out", default="calibration", help="directory (default calibration/)")
+    ca.set_defaults(fn=cmd_calibrate)
 
     tu = sub.add_parser("tune", help="search a kernel's constants on this GPU (its `tune` space)"
                         " and write the winners per size class to kernels/tuned/<gpu>.toml")

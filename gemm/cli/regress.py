@@ -1,8 +1,8 @@
 """`gemm regress`: the gate over the recorded history (gemm.track), as a command.
 
-Exit 0: pass; 1: a confirmed drop, a failure, a missing series or an empty run; 2: bad input
-(missing or malformed results, bad settings). --json writes the verdicts (schema
-gemm.regress/1), which the ci scripts read.
+Exit 0: pass; 1: a confirmed drop, a failure, a missing series, an empty run (or, with
+--strict, an UNRESOLVED A/B); 2: bad input (missing or malformed results, bad settings).
+--json writes the verdicts (schema gemm.regress/1), which the ci scripts read.
 """
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..core import metrics
-from ..track import confirm, verdicts
-from ..track.gate import GateConfig, Narrowing, evaluate, failed, measured_nothing
-from ..track.history import HistoryError, load_runs, resolve_machine
+from ..track import anchor as anchors
+from ..track import calibration, confirm, verdicts
+from ..track.gate import (CLASSES, MIN_EFFECT, SCREEN, GateConfig, Narrowing, evaluate, failed,
+                          measured_nothing)
+from ..track.history import HistoryError, finite, load_runs, resolve_machine
 from .tables import regress_table
 
 SCHEMA = "gemm.regress/1"
@@ -27,12 +29,29 @@ def add_arguments(p) -> None:
     p.add_argument("--kernels", nargs="+", default=(), metavar="K",
                    help="judge only these kernels (a run narrowed on purpose, e.g. asv -b)")
     p.add_argument("--sizes", nargs="+", default=(), metavar="S", help="judge only these sizes")
-    p.add_argument("--k", type=float, default=GateConfig.k, help="noise multiple (default 4)")
-    p.add_argument("--min-rel", type=float, default=GateConfig.min_rel,
-                   help="smallest relative drop flagged (default 0.02)")
+    p.add_argument("--k", type=float, default=GateConfig.k,
+                   help="within-run noise multiple in the screen (default 4)")
+    p.add_argument("--screen", nargs="+", default=[], metavar="CLASS=REL",
+                   help="screen per size class, e.g. large=0.005 (defaults: "
+                        + ", ".join(f"{k}={v}" for k, v in SCREEN.items()) + ")")
+    p.add_argument("--min-effect", nargs="+", default=[], metavar="CLASS=REL",
+                   help="smallest drop the A/B must call a DROP, per size class (defaults: "
+                        + ", ".join(f"{k}={v}" for k, v in MIN_EFFECT.items()) + ")")
+    p.add_argument("--alpha", type=float, default=GateConfig.alpha,
+                   help="family-wise error rate of the commit's A/B (default 1e-3)")
+    p.add_argument("--min-rounds", type=int, default=GateConfig.min_rounds,
+                   help="A B B A rounds before the first decision (default 2)")
+    p.add_argument("--max-rounds", type=int, default=GateConfig.max_rounds,
+                   help="rounds before a candidate is UNRESOLVED (default 5)")
+    p.add_argument("--strict", action="store_true", help="an UNRESOLVED candidate fails too")
     p.add_argument("--window", type=int, default=GateConfig.window,
                    help="earlier commits in the history (default 10)")
-    p.add_argument("--confirm-runs", type=int, default=GateConfig.confirm_runs, help="A/B rounds")
+    p.add_argument("--anchor", default=None, metavar="REV",
+                   help=f"compare with this commit too (default: the newest tag "
+                        f"{anchors.ANCHOR_TAGS}, else {anchors.ANCHOR_FILE})")
+    p.add_argument("--no-anchor", action="store_true", help="no anchor comparison")
+    p.add_argument("--calibration", default="calibration",
+                   help="where runners' calibrations are kept (default calibration/)")
     p.add_argument("--no-confirm", action="store_true",
                    help="measure nothing: use kept verdicts, else fail flagged drops")
     p.add_argument("--repo", default=".",
@@ -60,14 +79,57 @@ def _kernel_name(name: str, known: set) -> str:
         return name
 
 
+def confirm_commit(runs, commit: str | None) -> str | None:
+    """The full sha of the run to be judged (the newest, or the one `commit` names)."""
+    hits = [r.commit for r in runs if not commit or r.commit.startswith(commit)]
+    return hits[-1] if hits else None
+
+
 def _write_json(path, doc) -> None:
     if path:
         Path(path).write_text(json.dumps(doc, indent=1))
 
 
+def _per_class(items: list[str], default: dict, what: str) -> dict:
+    out = dict(default)
+    names = [n for n, _ in CLASSES]
+    for item in items:
+        name, _, val = item.partition("=")
+        if name not in names:
+            raise ValueError(f"--{what}: unknown size class {name!r} (classes: {', '.join(names)})")
+        try:
+            out[name] = float(val)
+        except ValueError:
+            raise ValueError(f"--{what}: {item!r} is not CLASS=NUMBER") from None
+    return out
+
+
+def _changepoints(rows, runs, new_run) -> None:
+    """Where each drifting series stepped down, over its history up to the judged run."""
+    upto = runs[:runs.index(new_run) + 1]
+    for r in rows:
+        drifting = (r.verdict in ("DROP", "UNRESOLVED", "drop?")
+                    or (r.anchor_change is not None and r.bound is not None
+                        and -r.anchor_change > r.bound))
+        if not drifting:
+            continue
+        pts = []
+        for run in upto:
+            p = next((p for k, p in run.points.items() if (k.target, k.size, k.metric)
+                      == (r.kernel, r.size, r.metric) and not k.baseline), None)
+            if p is not None and finite(p.value):
+                pts.append((run.commit, p.value))
+        try:
+            r.changepoints = anchors.changepoints(pts)
+        except ImportError as exc:   # the [track] extra brings ruptures
+            r.changepoints = [{"error": f"no change-point detection here ({exc})"}]
+
+
 def main(args) -> int:
-    cfg = GateConfig(args.k, args.min_rel, args.window, args.confirm_runs, not args.no_confirm)
     try:
+        cfg = GateConfig(args.k, args.window, _per_class(args.screen, SCREEN, "screen"),
+                         _per_class(args.min_effect, MIN_EFFECT, "min-effect"), args.alpha,
+                         args.min_rounds, args.max_rounds, not args.no_confirm, args.strict)
         cfg.validate()
     except ValueError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
@@ -79,12 +141,22 @@ def main(args) -> int:
         runs, suite = load_runs(args.results, machine)
         known = {k.target for r in runs for k in r.points}
         narrow = Narrowing(tuple(_kernel_name(k, known) for k in kernel_names), tuple(args.sizes))
-        rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow)
-    except HistoryError as exc:
+        anchor, anchor_src = (None, "no anchor (--no-anchor)") if args.no_anchor else \
+            anchors.resolve(args.repo, args.anchor)
+        judged = confirm_commit(runs, args.commit)
+        if anchor and judged and not anchors.is_ancestor(args.repo, anchor, judged):
+            anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) is not an ancestor; not used"
+            anchor = None
+        rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow, anchor)
+    except (HistoryError, ValueError) as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
+    cal, why_not = calibration.load(args.calibration, machine)
     doc = {"schema": SCHEMA, "commit": new_run.commit, "machine": machine,
-           "config": asdict(cfg), "narrowed": str(narrow) if narrow else None, "rows": []}
+           "config": asdict(cfg), "narrowed": str(narrow) if narrow else None,
+           "anchor": anchor, "anchor_source": anchor_src,
+           "calibration": cal.date if cal else None, "calibration_note": why_not, "rows": []}
+    print(f"gemm regress: anchor: {anchor[:10] + ' (' + anchor_src + ')' if anchor else anchor_src}")
     if narrow:
         print(f"gemm regress: narrowed on purpose to {narrow}; other series are not judged")
     if measured_nothing(new_run, narrow):
@@ -95,22 +167,34 @@ def main(args) -> int:
               + (f" in {narrow}" if narrow else "") + why)
         _write_json(args.json, {**doc, "empty": True, "exit": 1})
         return 1
+    if any(r.verdict == "drop?" for r in rows) and cfg.confirm:
+        log(f"gemm regress: calibration: {'from ' + cal.date if cal else why_not}")
     measured = confirm.decide(rows, cfg, new_run.commit, args.repo,
-                              kept=verdicts.load(args.verdicts, machine, new_run.commit), log=log)
-    if measured and args.record_verdicts:
+                              kept=verdicts.load(args.verdicts, machine, new_run.commit), log=log,
+                              calibration=cal)
+    _changepoints(rows, runs, new_run)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    if args.record_verdicts and (measured or cfg.confirm):
         from ..measure.facts import gpu_identity
         path = verdicts.save(args.verdicts, machine, new_run.commit,
-                             [asdict(r) for r in measured], gpu_identity())
+                             [asdict(r) for r in measured], gpu_identity() if measured else None,
+                             summary={"counts": counts, "anchor": anchor,
+                                      "exit": 1 if failed(rows, cfg) else 0,
+                                      "rows": [asdict(r) for r in rows if r.verdict != "ok"]})
         log(f"gemm regress: verdicts kept in {path}")
     shown = rows if args.all else [r for r in rows if r.verdict != "ok"]
     print(regress_table(shown, new_run.commit) if shown else
           f"gemm regress: commit {new_run.commit[:10]}: every series within noise of its history")
-    counts: dict[str, int] = {}
     for r in rows:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        for cp in r.changepoints:
+            if "commit" in cp:
+                print(f"drift: {r.kernel} at {r.size}: {r.label} stepped at {cp['commit'][:10]} "
+                      f"({100 * cp['change']:+.2f} %: {cp['before']:.4g} -> {cp['after']:.4g})")
     print(f"\n{len(rows)} series on {machine}: "
           + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-    bad = failed(rows)
+    bad = failed(rows, cfg)
     for r in bad:
         change = "" if r.change is None else f"{100 * r.change:+.2f} %"
         print(f"REGRESSION: {r.kernel} at {r.size}: {metrics.get(r.metric).label} {r.verdict} "

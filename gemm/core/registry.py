@@ -79,6 +79,7 @@ class KernelSpec:
     sass: tuple = ()               # SASS mnemonics the main entry must contain
     tune: dict = field(default_factory=dict)   # search space: constant -> candidate values
     tuned: bool = False            # constants per size class from kernels/tuned/<gpu>.toml
+    inject_delay: float = 0.0      # test-only fault injection (gemm.core.faults); 0: off
     summary: str = ""
 
     def with_defines(self, **overrides: int) -> "KernelSpec":
@@ -137,6 +138,8 @@ class KernelSpec:
             raise ValueError(f"{where}: align must be a positive integer")
         if self.align > 1 and not self.fallback:
             raise ValueError(f"{where}: align = {self.align} needs a fallback entry for other shapes")
+        if not isinstance(self.inject_delay, (int, float)) or not 0 <= self.inject_delay < 1:
+            raise ValueError(f"{where}: inject_delay is a share of the kernel's time in [0, 1)")
         unknown = set(self.tune) - set(self.defines)
         if unknown or not all(isinstance(v, list) and v for v in self.tune.values()):
             raise ValueError(f"{where}: tune maps constants it defines to lists of values "
@@ -144,7 +147,7 @@ class KernelSpec:
 
 
 _KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
-         "precision", "baseline", "arch", "sass", "tune", "tuned", "summary"}
+         "precision", "baseline", "arch", "sass", "tune", "tuned", "inject_delay", "summary"}
 _REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
 
 
@@ -162,7 +165,8 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
         tile_expr=tuple(entry["tile"]), precision=entry["precision"],
         baseline=entry["baseline"], arch=entry.get("arch", "native"),
         sass=tuple(entry.get("sass", ())), tune=dict(entry.get("tune", {})),
-        tuned=bool(entry.get("tuned", False)), summary=entry.get("summary", ""))
+        tuned=bool(entry.get("tuned", False)), inject_delay=entry.get("inject_delay", 0.0),
+        summary=entry.get("summary", ""))
     spec.validate()
     return spec
 

@@ -76,3 +76,10 @@ extern "C" __global__ void compare(const float* out, const double* ref, const do
         atomicAdd(&sums[1], sr);
     }
 }
+
+// Fault injection (gemm.core.faults; off by default): one thread spins for `cycles` SM clock
+// cycles. Launched right after a kernel, it adds a chosen share of that kernel's time.
+extern "C" __global__ void delay_spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}

@@ -1,6 +1,6 @@
 """The harness's own kernels (support.cu): random operands made on the device, float64
-widening for the DGEMM reference, C's share of the reference, and the elementwise check that
-gemm.core.tolerance defines, reduced on the device."""
+widening for the DGEMM reference, C's share of the reference, the elementwise check that
+gemm.core.tolerance defines, reduced on the device, and the fault-injection delay."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,7 +22,7 @@ class SupportKernels:
         mod = SourceModule(src, options=["-O3"], no_extern_c=True, cache_dir=cache_dir())
         self._f = {}
         for name, sig in (("fill_uniform", "PqQ"), ("widen", "PPPq"), ("add_beta_c", "PPPdq"),
-                          ("compare", "PPPdqPP")):
+                          ("compare", "PPPdqPP"), ("delay_spin", "q")):
             self._f[name] = mod.get_function(name)
             self._f[name].prepare(sig)
 
@@ -56,6 +56,24 @@ class SupportKernels:
         worst = float(st[3:4].view(np.float64)[0])
         first = -1 if int(st[0]) == 0 else int(st[2])
         return int(st[0]), int(st[1]), first, worst, float(sums[0]), float(sums[1])
+
+    def delay(self, cycles: int, stream=None) -> None:
+        """Enqueue the fault-injection spin: one thread, `cycles` SM cycles."""
+        self._f["delay_spin"].prepared_async_call((1, 1), (1, 1, 1), stream or self.stream,
+                                                  int(cycles))
+
+    def cycles_per_second(self) -> float:
+        """The spin's rate here: a long spin timed with CUDA events (after a warm one)."""
+        start, end = self.drv.Event(), self.drv.Event()
+        n = 20_000_000
+        rates = []
+        for _ in range(3):
+            start.record(self.stream)
+            self.delay(n)
+            end.record(self.stream)
+            end.synchronize()
+            rates.append(n / (end.time_since(start) / 1e3))
+        return sorted(rates)[1]
 
     def sync(self) -> None:
         if self.stream is not None:

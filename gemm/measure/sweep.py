@@ -139,8 +139,11 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
 def value_row(rec: dict) -> dict:
     """The document's stable summary of one record: what the A/B and scripts read."""
     vals = metrics.baseline_values(rec) if rec.get("role") == "baseline" else metrics.values(rec)
-    return {"kernel": rec["kernel"], "size": rec["size"], "status": rec["status"],
-            "error": (rec.get("error") or "")[-300:], "metrics": vals}
+    row = {"kernel": rec["kernel"], "size": rec["size"], "status": rec["status"],
+           "error": (rec.get("error") or "")[-300:], "metrics": vals}
+    if rec.get("fault_injection"):   # gemm.core.faults: this value was slowed on purpose
+        row["fault_injection"] = rec["fault_injection"]
+    return row
 
 
 def probe_gpu() -> tuple[bool, str]:
@@ -153,6 +156,9 @@ def progress_line(done: int, total: int, rec: dict) -> str:
     v = metrics.values(rec)
     what = (f"{v['tflops']:.2f} TFLOPS ({v['pct_of_cublas']:.1f} % of cuBLAS)"
             if v["tflops"] is not None else rec["status"])
+    fault = rec.get("fault_injection")
+    if fault:
+        what += f" [FAULT INJECTION +{100 * fault['share']:g} %]"
     return f"[{done}/{total}] {rec['kernel']} {rec['size']}: {what}"
 
 

@@ -110,13 +110,47 @@ def check_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
                 buf.free()
 
 
+def _with_delay(job: Job, launch, ops, rec: dict, share: float, source: str):
+    """The kernel's launch followed by the fault-injection spin sized to `share` of its time
+    (measured here first: the median of 5 timed batches of 10 warm launches)."""
+    support = job.checker.support
+    start, end = job.drv.Event(), job.drv.Event()
+    for _ in range(3):
+        launch(ops.a, ops.b, ops.out, job.stream)
+    times = []
+    for _ in range(5):
+        start.record(job.stream)
+        for _ in range(10):
+            launch(ops.a, ops.b, ops.out, job.stream)
+        end.record(job.stream)
+        end.synchronize()
+        times.append(end.time_since(start) / 1e3 / 10)
+    kernel_s = sorted(times)[2]
+    rate = support.cycles_per_second()
+    cycles = int(round(share * kernel_s * rate))
+    rec["fault_injection"] = {"share": share, "source": source, "kernel_s": kernel_s,
+                              "delay_s": share * kernel_s, "cycles": cycles}
+    print(f"worker: FAULT INJECTION: {rec['kernel']} at {rec['size']}: +{100 * share:g} % "
+          f"({1e6 * share * kernel_s:.2f} us after every launch; {source})", file=sys.stderr)
+
+    def launch_and_delay(a, b, c, stream=None):
+        launch(a, b, c, stream)
+        support.delay(cycles, stream)
+    return launch_and_delay
+
+
 def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
     """Fixed-seed operands, beta = 0; kernel and baseline sampled in turn under the policy."""
+    from ..core.faults import delay_share
     from .timer import Timer
     ops.fill(job.checker.support, prob, job.policy.timing_seed)
     fns = {"baseline": (job.baseline.launcher(prob), ops.c)}
     if not job.alone:
-        fns = {"kernel": (job.kernel.launcher(prob), ops.out), **fns}
+        launch = job.kernel.launcher(prob)
+        fault = delay_share(job.spec)
+        if fault:
+            launch = _with_delay(job, launch, ops, rec, *fault)
+        fns = {"kernel": (launch, ops.out), **fns}
     timer = Timer(job.policy, job.stream, job.clocks, job.info.max_sm_clock_mhz,
                   job.info.l2_bytes)
     try:

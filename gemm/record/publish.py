@@ -80,12 +80,19 @@ def localize(html_dir: Path, vendor_dir: Path) -> int:
     return n
 
 
-def publish(conf: str = "asv.conf.json", offline: bool = False, vendor_dir: str = ".asv/vendor") -> Path:
+def publish(conf: str = "asv.conf.json", offline: bool = False, vendor_dir: str = ".asv/vendor",
+            verdicts_dir: str | None = None) -> Path:
+    """asv publish, then the gate's verdict page (gemm.record.verdict_page) beside it."""
+    from .verdict_page import write
     out = subprocess.run(["asv", "publish", "--config", conf], text=True)
     if out.returncode != 0:
         raise PublishError(f"asv publish failed (exit {out.returncode})")
     c = json.loads(Path(conf).read_text())
-    html = Path(conf).parent / c.get("html_dir", "html")
+    root = Path(conf).parent
+    html = root / c.get("html_dir", "html")
+    results = root / c.get("results_dir", "results")
+    machines = sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    write(html, Path(verdicts_dir) if verdicts_dir else root / "verdicts", machines)
     if offline:
         localize(html, Path(vendor_dir))
     return html
@@ -93,7 +100,7 @@ def publish(conf: str = "asv.conf.json", offline: bool = False, vendor_dir: str 
 
 def main(args) -> int:
     try:
-        html = publish(args.config, args.offline, args.vendor)
+        html = publish(args.config, args.offline, args.vendor, args.verdicts)
     except PublishError as exc:
         print(f"gemm publish: {exc}", file=sys.stderr)
         return 2

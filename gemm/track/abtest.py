@@ -1,11 +1,13 @@
-"""A/B on this machine: the new commit's code against a reference commit's, alternately.
+"""A/B on this machine: the new commit's code against reference commits' code, in turns.
 
 Recorded history mixes machines: two lent H200s of the same name and asv machine can differ by
 ~2 % on one kernel. Re-measuring only the new code then confirms a machine shift as if it were a
 regression. So the gate measures both sides here and now: each commit is checked out into its
-own git worktree (its package, kernels and measurement policy), and the two are run in turns,
-A B, B A, ..., so that drift in clocks or temperature falls on both. What is compared is code
-against code on one GPU.
+own git worktree (its package, kernels and measurement policy), and the arms are run in
+palindromic rounds, A B B A (with two references R1 R2 N N R2 R1), so that a linear drift in
+clocks or temperature falls on every arm alike, each arm in its own processes. What is
+compared is code against code on one GPU; gemm.track.confirm decides with
+gemm.track.decision.
 
 Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
 (document schema gemm.measure/1: "values" -> "metrics" by metric key). Commits from before that
@@ -82,17 +84,19 @@ def checkout(repo, commit: str):
             _git(repo, "worktree", "prune")
 
 
-def _env(tree: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "GEMM_KERNELS_DIR"}
+def _env(tree: Path, extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GEMM_KERNELS_DIR", "GEMM_INJECT_DELAY")}
+    env.update(extra or {})
     env["PYTHONPATH"] = os.pathsep.join([str(tree)] + [p for p in env.get("PYTHONPATH", "")
                                                        .split(os.pathsep) if p])
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
-def _run(tree: Path, args: list[str], timeout: float):
+def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
     try:
-        return subprocess.run([sys.executable, *args], cwd=tree, env=_env(tree),
+        return subprocess.run([sys.executable, *args], cwd=tree, env=_env(tree, env),
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
@@ -117,8 +121,11 @@ def _values(got: dict, tree: Path, legacy: bool) -> dict:
     return out
 
 
-def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S) -> dict:
-    """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}."""
+def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
+            env: dict | None = None, device: dict | None = None) -> dict:
+    """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
+    One process per kernel; `env` adds variables (gemm calibrate's fault injection);
+    `device`, if given, is filled with the measuring GPU's description."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):
         out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
@@ -132,9 +139,12 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
         for i, (kernel, sizes) in enumerate(series.items()):
             path = Path(tmp) / f"measure-{i}.json"
             out = _run(tree, ["-m", "gemm", "measure", "--kernel", kernel, "--sizes", *sizes,
-                              "--json", str(path)], timeout)
+                              "--json", str(path)], timeout, env)
             try:
-                got = _values(json.loads(path.read_text()), tree, legacy=False)
+                doc = json.loads(path.read_text())
+                got = _values(doc, tree, legacy=False)
+                if device is not None and doc.get("device"):
+                    device.update(doc["device"])
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ABError(f"measuring {kernel} with the code of {tree.name} failed "
                               f"(exit {out.returncode}, {type(exc).__name__}): "
@@ -145,24 +155,39 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
     return values
 
 
-def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: int = 2,
+@contextlib.contextmanager
+def trees(repo, commits):
+    """{commit: worktree} for each distinct commit, all removed afterwards."""
+    with contextlib.ExitStack() as stack:
+        out = {}
+        for c in commits:
+            if c not in out:
+                out[c] = stack.enter_context(checkout(repo, c))
+        yield out
+
+
+def palindrome(references: list[str], new: str) -> list[tuple[str, str]]:
+    """One round's order as (commit, position): R1 R2 N N R2 R1; a reference's two positions
+    are "first" and "last" (the A/A control compares them), the new code's "new"."""
+    return ([(r, "first") for r in references] + [(new, "new"), (new, "new")]
+            + [(r, "last") for r in reversed(references)])
+
+
+def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: int = 1,
         log=print) -> dict:
-    """Measure `series` with both commits' code, alternately, `rounds` times each.
+    """`rounds` A B B A rounds of `series` with both commits' code (one reference).
 
     Returns {(kernel, size, metric): {"reference": [values], "new": [values]}} (None where a
     measurement failed). Raises ABError if either commit cannot be checked out or measured.
     """
     got: dict = {}
-    with checkout(repo, reference) as ref_tree, checkout(repo, new) as new_tree:
+    with trees(repo, [reference, new]) as tree:
         what = "; ".join(f"{k} at {', '.join(s)}" for k, s in series.items())
         for i in range(rounds):
-            order = [("reference", ref_tree), ("new", new_tree)]
-            if i % 2:
-                order.reverse()  # A B, B A: neither side always goes first
-            for side, tree in order:
-                sha = reference if side == "reference" else new
+            for sha, pos in palindrome([reference], new):
+                side = "new" if pos == "new" else "reference"
                 log(f"regress: A/B round {i + 1}/{rounds}: {side} {sha[:10]}: {what}")
-                for key, v in measure(tree, series).items():
+                for key, v in measure(tree[sha], series).items():
                     got.setdefault(key, {"reference": [], "new": []})[side].append(v)
     return got
 

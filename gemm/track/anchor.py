@@ -1,0 +1,97 @@
+"""Drift: the anchor commit every commit is also compared with, and where a series stepped.
+
+The recent history moves with the code: five commits that each cost a kernel 0.5 % pass a
+screen against the last few runs one by one. So the gate also compares each commit with an
+anchor, a commit whose speed was accepted: named with `gemm regress --anchor REV`, else the
+newest tag matching ANCHOR_TAGS (`git tag perf-anchor-2026-11-30 <sha>`), else the commit in
+the committed file ANCHOR_FILE (`commit = "<sha>"`). Moving the anchor forward is a decision
+someone makes (after accepting a change), in git, where it can be reviewed.
+
+Where a series drifted, change-point detection over its recorded history says at which
+commits: ruptures' PELT (an exact penalized least-squares segmentation; a well-kept library)
+on the log values, with the penalty PENALTY * sigma^2 * ln(n), sigma the series' own noise
+from the robust spread of its successive differences (so a history that wanders between
+machines needs bigger steps). asv's own step detection was tried first and rejected: its
+AR(1) noise model explains a staircase of 0.5 % steps as correlated noise and finds no step
+(all-or-nothing as its penalty varies; tried on synthetic staircases).
+"""
+from __future__ import annotations
+
+import subprocess
+import tomllib
+from pathlib import Path
+
+from .history import finite
+
+ANCHOR_TAGS = "perf-anchor*"
+ANCHOR_FILE = "anchor.toml"
+
+
+def _git(repo, *args) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
+    """(anchor commit sha or None, where it came from / why there is none).
+    ValueError if an anchor is named but git does not know it."""
+    def sha(rev: str, source: str) -> str:
+        got = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        if not got:
+            raise ValueError(f"the anchor {rev!r} ({source}) is not a commit git knows here")
+        return got
+
+    if explicit:
+        return sha(explicit, "--anchor"), f"--anchor {explicit}"
+    tags = _git(repo, "tag", "--list", ANCHOR_TAGS, "--sort=-creatordate")
+    if tags:
+        tag = tags.split()[0]
+        return sha(tag, f"tag {tag}"), f"tag {tag}"
+    path = Path(repo) / ANCHOR_FILE
+    if path.is_file():
+        try:
+            rev = tomllib.loads(path.read_text())["commit"]
+        except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path} must hold commit = \"<sha>\" ({exc})") from None
+        return sha(str(rev), str(path.name)), f"{path.name}"
+    return None, f"no anchor (no --anchor, no tag {ANCHOR_TAGS}, no {ANCHOR_FILE})"
+
+
+def is_ancestor(repo, older: str, newer: str) -> bool:
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
+                             capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
+PENALTY = 4.0
+
+
+def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
+    """Where a higher-is-better series stepped down: [{"commit", "before", "after", "change"}],
+    oldest first (before / after: the mean levels of the segments on each side).
+    `points`: (commit, value) over the recorded history, oldest first."""
+    import numpy as np
+    import ruptures
+    kept = [(c, v) for c, v in points if finite(v) and v > 0]
+    if len(kept) < 3:
+        return []
+    y = np.log(np.array([v for _, v in kept]))
+    d = np.diff(y)
+    sigma = max(1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2), 1e-4)
+    algo = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(y.reshape(-1, 1))
+    ends = algo.predict(pen=penalty * sigma ** 2 * np.log(len(y)))
+    out, start = [], 0
+    bounds = list(zip([0] + ends[:-1], ends))
+    for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
+        before, after = float(np.exp(y[a0:b0].mean())), float(np.exp(y[a1:b1].mean()))
+        if after < before:
+            out.append({"commit": kept[a1][0], "before": before, "after": after,
+                        "change": after / before - 1})
+    return out

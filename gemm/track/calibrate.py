@@ -1,0 +1,154 @@
+"""`gemm calibrate`: this runner's A/B noise, and what the gate detects here.
+
+1. Noise (A/A): `processes` processes of this tree's code measure every kernel x size, each
+   through the A/B's own path (gemm.track.abtest.measure: `python -m gemm measure`, one
+   process per kernel). Per series: sigma = the standard deviation of the log values over
+   processes, with processes - 1 degrees of freedom: the prior the gate pools into its A/B.
+2. Detection (fault injection, gemm.core.faults): for the injected kernels x sizes, `trials`
+   A/Bs of this code against itself slowed by each share in `shares` (a delay kernel after
+   every launch). Each trial is the gate's procedure: palindromic rounds (R S1 S2 .. S2 S1 R:
+   one reference arm, one arm per share, each in its own processes), decided after
+   `min_rounds` and after each further round up to `max_rounds` by gemm.track.decision with
+   the noise of step 1, at the gate's family-wise level (family: the injected series x metrics
+   x looks, as if each share were one commit slowing them all). A trial detects the share
+   when its TFLOPS verdict is DROP.
+
+Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise and the
+detection table, and per kernel x size the smallest share detected in every trial.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..core import stats
+from ..core.faults import ENV
+from . import abtest, calibration, decision
+from .gate import GateConfig
+
+METRICS = ("tflops", "pct_of_cublas")
+
+
+def _series(kernels, sizes) -> dict[str, list[str]]:
+    return {k: list(sizes) for k in kernels}
+
+
+def sigma_of(values: list[float]) -> tuple[float, int] | None:
+    vals = [math.log(v) for v in values if v is not None and v > 0]
+    if len(vals) < 2:
+        return None
+    m = sum(vals) / len(vals)
+    return math.sqrt(sum((x - m) ** 2 for x in vals) / (len(vals) - 1)), len(vals) - 1
+
+
+def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict]:
+    """{(kernel, size, metric): [values per process]}, and the GPU's description."""
+    got: dict = {}
+    device: dict = {}
+    for i in range(processes):
+        log(f"calibrate: A/A process {i + 1}/{processes}: {', '.join(kernels)} at {', '.join(sizes)}")
+        for key, v in abtest.measure(Path(root), _series(kernels, sizes), device=device).items():
+            got.setdefault(key, []).append(v)
+    return got, device
+
+
+def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
+          label: str = "") -> dict:
+    """One detection trial: {(kernel, size, metric, share): decision.Effect or None}."""
+    keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
+    family = len(keys) * (cfg.max_rounds - cfg.min_rounds + 1)
+    vals: dict = {}           # (arm, key) -> [values]; arm: "ref" or a share
+    decided: dict = {}
+    arms = [("ref", None)] + [(sh, {ENV: repr(float(sh))}) for sh in shares]
+    n = 0
+    while n < cfg.max_rounds:
+        n += 1
+        open_shares = [sh for sh in shares if any((k + (sh,)) not in decided for k in keys)]
+        if not open_shares:
+            break
+        order = ([a for a in arms if a[0] == "ref" or a[0] in open_shares])
+        order = order + order[::-1]
+        for arm, env in order:
+            log(f"calibrate: {label}round {n}/{cfg.max_rounds}: "
+                f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}")
+            for key, v in abtest.measure(Path(root), _series(kernels, sizes), env=env).items():
+                vals.setdefault((arm, key), []).append(v)
+        if n < cfg.min_rounds:
+            continue
+        for sh in open_shares:
+            for key in keys:
+                if key + (sh,) in decided:
+                    continue
+                ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
+                if not ref or not new or None in ref or None in new:
+                    decided[key + (sh,)] = None
+                    continue
+                e = decision.effect(ref, new, cfg.effect_for(key[1]), cfg.alpha, family,
+                                    priors.get(key))
+                if e.verdict != decision.AMBIGUOUS or n == cfg.max_rounds:
+                    decided[key + (sh,)] = e
+    return decided
+
+
+def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inject_sizes,
+        shares, trials: int, cfg: GateConfig, out_dir, log=print) -> tuple[Path, dict]:
+    got, device = noise(root, kernels, sizes, processes, log)
+    rows, priors = [], {}
+    for key, values in sorted(got.items()):
+        s = sigma_of(values)
+        if s is None:
+            continue
+        priors[key] = decision.Noise(*s)
+        rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": s[0],
+                     "dof": s[1], "median": stats.median([v for v in values if v]),
+                     "values": values})
+    det = []
+    for t in range(trials):
+        res = trial(root, inject_kernels, inject_sizes, shares, cfg, priors, log,
+                    label=f"trial {t + 1}/{trials}: ")
+        for (k, s, m, sh), e in sorted(res.items()):
+            det.append({"trial": t + 1, "kernel": k, "size": s, "metric": m, "share": sh,
+                        "verdict": e.verdict if e else "FAILED",
+                        "change": e.change if e else None,
+                        "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
+                        "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None})
+    doc = {"gpu_name": device.get("name"), "device": device, "processes": processes,
+           "gate": {"screen": cfg.screen, "min_effect": cfg.min_effect,
+                    "alpha": cfg.alpha, "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds},
+           "noise": rows, "shares": list(shares), "trials": trials, "detection": det,
+           "summary": summarize(det, shares)}
+    return calibration.save(out_dir, machine, doc), doc
+
+
+def summarize(det: list[dict], shares) -> list[dict]:
+    """Per kernel x size (TFLOPS): trials detected per share, and the smallest share detected
+    in every trial."""
+    cells: dict = {}
+    for d in det:
+        if d["metric"] != "tflops":
+            continue
+        c = cells.setdefault((d["kernel"], d["size"]), {})
+        c.setdefault(d["share"], []).append(d)
+    out = []
+    for (k, s), by_share in sorted(cells.items()):
+        row = {"kernel": k, "size": s, "detected": {}, "median_change": {}}
+        for sh in sorted(by_share):
+            ds = by_share[sh]
+            hits = sum(d["verdict"] == decision.DROP for d in ds)
+            row["detected"][str(sh)] = f"{hits}/{len(ds)}"
+            ch = [d["change"] for d in ds if d["change"] is not None]
+            row["median_change"][str(sh)] = stats.median(ch) if ch else None
+        row["smallest_always_detected"] = _smallest(by_share)
+        out.append(row)
+    return out
+
+
+def _smallest(by_share: dict) -> float | None:
+    """The smallest share s such that every trial of s and of every larger share detected."""
+    best = None
+    for sh in sorted(by_share, reverse=True):
+        if all(d["verdict"] == decision.DROP for d in by_share[sh]):
+            best = sh
+        else:
+            break
+    return best

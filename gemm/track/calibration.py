@@ -1,0 +1,94 @@
+"""A runner's calibration: how much one process's value of each series moves between processes
+of the same code on this GPU (A/A), and what the A/B detects here (injected delays).
+
+Written by `gemm calibrate` (gemm.track.calibrate) to calibration/<machine>.json, committed
+beside results/; read by the gate, which pools each series' sigma (with its degrees of
+freedom) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
+made for this asv machine, on a GPU of the same name, under the same measurement policy, and
+is younger than MAX_AGE_DAYS; otherwise the gate says why and decides from the rounds' own
+spread alone (wider intervals: more rounds, more UNRESOLVED).
+"""
+from __future__ import annotations
+
+import calendar
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core import metrics
+from ..core.policy import SUITE
+from .decision import Noise
+
+SCHEMA = "gemm.calibration/1"
+MAX_AGE_DAYS = 180
+
+
+def policy_fingerprint(policy=SUITE) -> str:
+    """What the calibrated numbers depend on: the measurement policy and metric definitions."""
+    return metrics.version(metrics.TFLOPS, policy)
+
+
+def path_for(root, machine: str) -> Path:
+    return Path(root) / f"{machine}.json"
+
+
+@dataclass
+class Calibration:
+    machine: str
+    gpu_name: str | None
+    date: str
+    noise: dict = field(default_factory=dict)      # (kernel, size, metric) -> Noise
+    doc: dict = field(default_factory=dict)
+
+    def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
+        return self.noise.get((kernel, size, metric))
+
+
+def load(root, machine: str, gpu_name: str | None = None, policy=SUITE,
+         now: float | None = None) -> tuple[Calibration | None, str]:
+    """(the calibration, '') or (None, why it is not used)."""
+    path = path_for(root, machine)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, f"no calibration at {path} (run `gemm calibrate` on this runner)"
+    except (OSError, ValueError) as exc:
+        return None, f"{path} is unreadable ({exc})"
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        return None, f"{path} is not a {SCHEMA} file"
+    if doc.get("machine") != machine:
+        return None, f"{path} was made for machine {doc.get('machine')!r}, not {machine!r}"
+    if gpu_name and doc.get("gpu_name") and doc["gpu_name"] != gpu_name:
+        return None, f"{path} was made on a {doc['gpu_name']}, this GPU is a {gpu_name}"
+    if doc.get("policy") != policy_fingerprint(policy):
+        return None, (f"{path} is stale: made under another measurement policy "
+                      f"({doc.get('policy')}, now {policy_fingerprint(policy)})")
+    try:
+        made = calendar.timegm(time.strptime(doc["date"], "%Y-%m-%dT%H:%M:%SZ"))
+    except (KeyError, TypeError, ValueError):
+        return None, f"{path} has no valid date"
+    age = ((now if now is not None else time.time()) - made) / 86400
+    if age > MAX_AGE_DAYS:
+        return None, f"{path} is stale: {age:.0f} days old (at most {MAX_AGE_DAYS})"
+    cal = Calibration(machine, doc.get("gpu_name"), doc["date"], doc=doc)
+    for r in doc.get("noise", []):
+        try:
+            cal.noise[(r["kernel"], r["size"], r["metric"])] = Noise(float(r["sigma"]), int(r["dof"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return cal, ""
+
+
+def save(root, machine: str, doc: dict) -> Path:
+    """Write atomically; the document gets schema, machine, date and policy here."""
+    path = path_for(root, machine)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"schema": SCHEMA, "machine": machine,
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "policy": policy_fingerprint(), **doc}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,173 @@
+"""The A/B's decision rule: is the new code slower than the reference code, here and now?
+
+Input: per-process values of one series (a process measures one arm once and reports the
+median of its samples), for the reference arm and the new arm, from A B B A rounds. The
+effect is the difference of the arms' mean log values, d = mean(log new) - mean(log ref)
+(higher-is-better metrics: d < 0 is a slowdown; exp(d) - 1 is the relative change).
+
+Its noise: the process-to-process standard deviation of a log value. Two sources are pooled,
+weighted by their degrees of freedom: this runner's calibration (A/A processes, gemm
+calibrate: a prior with many degrees of freedom) and the rounds' own within-arm spread. The
+interval is Student's t with the pooled degrees of freedom, at the level that holds the
+family-wise error rate `alpha` over all `family` series decided in one A/B (Bonferroni):
+each interval is two-sided at 1 - alpha / family.
+
+Verdicts, with the minimum effect `delta` (the smallest drop the gate must catch) and the
+decision margin m = delta / 2 (the middle of the indifference zone between "no change" and
+"a drop of delta"; a drop of delta then lands on the DROP side as the interval narrows, and
+no change lands on the SAME side, each wrong with probability under alpha):
+
+    DROP        the whole interval lies below -m
+    SAME        the whole interval lies inside (-m, +m)
+    FASTER      the whole interval lies above +m
+    NOT_SLOWER  the interval lies above -m but reaches past +m (not a drop; maybe faster)
+    AMBIGUOUS   the interval straddles -m: measure more rounds; at the cap, UNRESOLVED
+
+The A/A control: the reference arm is measured twice per round (first and last of A B B A);
+the effect of its last processes against its first ones gets an interval at the same level.
+If that interval lies wholly beyond a quarter of delta either way (the same code measured
+itself as moved: the GPU changed within the run), the A/B is repeated, not trusted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+DROP, SAME, FASTER, NOT_SLOWER, AMBIGUOUS = "DROP", "SAME", "FASTER", "NOT_SLOWER", "AMBIGUOUS"
+PASSING = (SAME, FASTER, NOT_SLOWER)
+
+
+@dataclass(frozen=True)
+class Noise:
+    """A prior on the process-to-process sd of log values: sigma with `dof` degrees of freedom."""
+    sigma: float
+    dof: int
+
+    def __post_init__(self) -> None:
+        if not (self.sigma >= 0 and math.isfinite(self.sigma)) or self.dof < 1:
+            raise ValueError(f"noise needs sigma >= 0 and dof >= 1, got {self.sigma}, {self.dof}")
+
+
+@dataclass(frozen=True)
+class Effect:
+    estimate: float     # d = mean(log new) - mean(log ref)
+    lo: float
+    hi: float
+    sigma: float        # pooled sd of one process's log value
+    dof: int
+    n_ref: int
+    n_new: int
+    verdict: str
+
+    @property
+    def change(self) -> float:
+        """The relative change exp(d) - 1 (negative: slower)."""
+        return math.expm1(self.estimate)
+
+    def describe(self) -> str:
+        pct = lambda x: f"{100 * math.expm1(x):+.2f} %"  # noqa: E731
+        return (f"{pct(self.estimate)} [{pct(self.lo)}, {pct(self.hi)}] "
+                f"({self.n_ref} vs {self.n_new} processes, sd {100 * self.sigma:.2f} %, "
+                f"{self.dof} dof)")
+
+
+def _logs(xs) -> list[float]:
+    out = []
+    for x in xs:
+        if x is None or not math.isfinite(x) or x <= 0:
+            raise ValueError(f"a process value must be a positive number, got {x!r}")
+        out.append(math.log(x))
+    return out
+
+
+def _ss(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return sum((x - m) ** 2 for x in xs)
+
+
+def classify(lo: float, hi: float, margin: float) -> str:
+    if hi < -margin:
+        return DROP
+    if lo > margin:
+        return FASTER
+    if lo > -margin:
+        return SAME if hi < margin else NOT_SLOWER
+    return AMBIGUOUS
+
+
+def effect(ref, new, delta: float, alpha: float = 1e-3, family: int = 1,
+           prior: Noise | None = None) -> Effect:
+    """The effect of new against ref (per-process values, higher is better) and its verdict."""
+    from scipy import stats as st
+    if not 0 < delta < 1 or not 0 < alpha < 1 or family < 1:
+        raise ValueError("need 0 < delta < 1, 0 < alpha < 1, family >= 1")
+    lr, ln = _logs(ref), _logs(new)
+    if not lr or not ln:
+        raise ValueError("each arm needs at least one process value")
+    d = sum(ln) / len(ln) - sum(lr) / len(lr)
+    ss, dof = _ss(lr) + _ss(ln), len(lr) + len(ln) - 2
+    if prior is not None:
+        ss += prior.dof * prior.sigma ** 2
+        dof += prior.dof
+    if dof < 1:  # one process per arm and no calibration: no interval can be made
+        return Effect(d, -math.inf, math.inf, math.nan, 0, len(lr), len(ln), AMBIGUOUS)
+    sigma = math.sqrt(ss / dof)
+    se = sigma * math.sqrt(1 / len(lr) + 1 / len(ln))
+    t = float(st.t.ppf(1 - alpha / family / 2, dof))
+    lo, hi = d - t * se, d + t * se
+    return Effect(d, lo, hi, sigma, dof, len(lr), len(ln), classify(lo, hi, delta / 2))
+
+
+def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
+              prior: Noise | None = None) -> tuple[bool, Effect | None]:
+    """The A/A control: (stable?, the move of the reference within a round).
+
+    `first[i]`, `last[i]`: the reference's first and last process of round i. The move is the
+    mean over rounds of log(last / first), a paired statistic (between-round differences
+    cancel); its noise pools the rounds' own spread with the calibration's (the difference of
+    two processes: sqrt(2) sigma). Unstable when its interval, at the same level, lies wholly
+    beyond a quarter of delta either way: the same code measured itself as moved."""
+    pairs = [(a, b) for a, b in zip(first, last)]
+    if not pairs:
+        return True, None
+    diffs = [math.log(b) - math.log(a) for a, b in zip(_logs_ok([p[0] for p in pairs]),
+                                                       _logs_ok([p[1] for p in pairs]))]
+    r = len(diffs)
+    m = sum(diffs) / r
+    ss, dof = sum((x - m) ** 2 for x in diffs), r - 1
+    if prior is not None:
+        ss += prior.dof * 2 * prior.sigma ** 2
+        dof += prior.dof
+    if dof < 1:
+        return True, None
+    from scipy import stats as st
+    sd = math.sqrt(ss / dof)
+    t = float(st.t.ppf(1 - alpha / family / 2, dof))
+    lo, hi = m - t * sd / math.sqrt(r), m + t * sd / math.sqrt(r)
+    e = Effect(m, lo, hi, sd / math.sqrt(2), dof, r, r, classify(lo, hi, delta / 4))
+    return e.verdict not in (DROP, FASTER), e
+
+
+def _logs_ok(xs) -> list[float]:
+    _logs(xs)   # raises on a bad value
+    return list(xs)
+
+
+def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
+                  power: float = 0.99, per_round: int = 2, prior_dof: int = 0,
+                  cap: int = 50) -> int:
+    """Rounds (each gives `per_round` processes per arm) for the interval to separate a drop of
+    delta from no change with the given power: the planning rule of `gemm calibrate`."""
+    from scipy import stats as st
+    if sigma <= 0:
+        return 1
+    for r in range(1, cap + 1):
+        n = r * per_round
+        dof = 2 * n - 2 + prior_dof
+        if dof < 1:
+            continue
+        t = float(st.t.ppf(1 - alpha / family / 2, dof))
+        z = float(st.norm.ppf(power))
+        if (t + z) * sigma * math.sqrt(2 / n) <= delta / 2:
+            return r
+    return cap

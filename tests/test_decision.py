@@ -1,0 +1,88 @@
+"""The A/B's decision rule (gemm.track.decision) on synthetic per-process values: drops,
+no change, noise, ambiguous cases, the family-wise level, and an unstable A/A control."""
+import math
+import random
+
+import pytest
+
+from gemm.track import decision as d
+
+
+def procs(centre, sd, n, seed):
+    rng = random.Random(seed)
+    return [centre * math.exp(rng.gauss(0, sd)) for _ in range(n)]
+
+
+PRIOR = d.Noise(0.001, 10)   # a calibrated runner: 0.1 % per process, 10 dof
+
+
+def test_a_one_percent_drop_is_a_drop_and_no_change_is_same():
+    ref = procs(30.0, 0.001, 4, 1)
+    assert d.effect(ref, procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR).verdict == d.DROP
+    assert d.effect(ref, procs(30.0, 0.001, 4, 3), 0.01, family=40, prior=PRIOR).verdict == d.SAME
+    assert d.effect(ref, procs(30.6, 0.001, 4, 4), 0.01, family=40, prior=PRIOR).verdict == d.FASTER
+
+
+def test_every_trial_detects_one_percent_and_no_trial_flags_no_change():
+    drops = sames = 0
+    for t in range(200):
+        ref = procs(30.0, 0.001, 6, 10 + t)
+        drops += d.effect(ref, procs(29.7, 0.001, 6, 1000 + t), 0.01, family=40,
+                          prior=PRIOR).verdict == d.DROP
+        sames += d.effect(ref, procs(30.0, 0.001, 6, 5000 + t), 0.01, family=40,
+                          prior=PRIOR).verdict == d.DROP
+    assert drops == 200 and sames == 0
+
+
+def test_half_the_minimum_effect_is_the_decision_margin():
+    sharp = d.Noise(0.0002, 30)
+    e = d.effect([30.0] * 4, [29.85] * 4, 0.01, prior=sharp)       # -0.5 %: on the margin
+    assert e.verdict == d.AMBIGUOUS and math.isclose(e.change, -0.005, rel_tol=1e-9)
+    assert d.effect([30.0] * 4, [29.82] * 4, 0.01, prior=sharp).verdict == d.DROP
+    assert d.effect([30.0] * 4, [29.88] * 4, 0.01, prior=sharp).verdict == d.SAME
+
+
+def test_noise_widens_the_interval_until_it_is_ambiguous():
+    ref, new = procs(30.0, 0.01, 4, 5), procs(29.7, 0.01, 4, 6)   # 1 % noise, 1 % drop
+    assert d.effect(ref, new, 0.01, family=40).verdict == d.AMBIGUOUS
+    e = d.effect(ref, new, 0.01, family=40, prior=d.Noise(0.01, 30))
+    assert e.verdict == d.AMBIGUOUS and e.dof == 36
+
+
+def test_the_calibration_is_pooled_with_the_rounds_own_spread():
+    ref, new = [30.0, 30.0], [29.7, 29.7]           # no spread of their own
+    no_prior = d.effect(ref, new, 0.01)
+    assert no_prior.dof == 2 and no_prior.sigma == 0 and no_prior.verdict == d.DROP
+    pooled = d.effect(ref, new, 0.01, prior=d.Noise(0.002, 8))
+    assert pooled.dof == 10 and math.isclose(pooled.sigma, 0.002 * math.sqrt(8 / 10))
+    assert d.effect([30.0], [29.7], 0.01).verdict == d.AMBIGUOUS   # no dof, no interval
+
+
+def test_a_larger_family_needs_more_evidence():
+    ref, new = [30.0, 30.03, 29.97, 30.0], [29.7, 29.73, 29.67, 29.7]
+    narrow = d.effect(ref, new, 0.01, family=1, prior=d.Noise(0.002, 6))
+    wide = d.effect(ref, new, 0.01, family=10_000_000, prior=d.Noise(0.002, 6))
+    assert wide.hi - wide.lo > narrow.hi - narrow.lo
+    assert narrow.verdict == d.DROP and wide.verdict == d.AMBIGUOUS
+
+
+def test_the_aa_control_catches_a_gpu_that_moved():
+    ok, _ = d.aa_stable([30.0, 30.01], [30.0, 29.99], 0.01, prior=PRIOR)
+    assert ok
+    moved, e = d.aa_stable([30.0, 30.01], [29.7, 29.69], 0.01, prior=PRIOR)   # -1 % within a run
+    assert not moved and "-1.0" in e.describe()
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="positive"):
+        d.effect([30.0, None], [29.0], 0.01)
+    with pytest.raises(ValueError):
+        d.effect([30.0], [29.0], 0.0)
+    with pytest.raises(ValueError):
+        d.Noise(-1.0, 3)
+
+
+def test_rounds_needed_grows_with_noise():
+    quiet = d.rounds_needed(0.001, 0.01, family=40, prior_dof=10)
+    noisy = d.rounds_needed(0.003, 0.01, family=40, prior_dof=10)
+    assert 1 <= quiet < noisy

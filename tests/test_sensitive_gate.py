@@ -1,0 +1,254 @@
+"""The sensitive gate on the CPU, with stand-in `gemm` packages in real git commits whose
+'measurements' follow a recipe committed with them (a level, deterministic process-to-process
+noise, a drift of the machine, an injected delay read from GEMM_INJECT_DELAY):
+
+  the adaptive A/B (rounds until decided, UNRESOLVED at the cap, --strict), the A/A control
+  (a GPU that moves during the A/B), calibration files (missing, stale, other machine), the
+  anchor (explicit, tag, file; drift across commits; change points naming the commits),
+  `gemm calibrate` end to end, and the gate's verdict page."""
+import json
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from gemm.cli import main as cli_main
+from gemm.track import anchor, calibration, decision
+from tests.asvfake import write_benchmarks, write_run
+
+STUB = '''
+import json, os, sys
+cfg = json.load(open(os.path.join(os.path.dirname(__file__), "recipe.json")))
+args = sys.argv[1:]
+if args[:1] != ["measure"]:
+    sys.exit(2)
+if "--help" in args:
+    sys.exit(0)
+kernel = args[args.index("--kernel") + 1]
+sizes = args[args.index("--sizes") + 1:args.index("--json")]
+counter = os.path.join(cfg["state"], "count")
+n = int(open(counter).read()) if os.path.exists(counter) else 0
+open(counter, "w").write(str(n + 1))
+share = float(os.environ.get("GEMM_INJECT_DELAY") or 0)
+wiggle = ((n * 7919) % 11 - 5) / 5.0          # -1 .. 1, deterministic per process
+v = cfg["level"] * (1 + cfg["noise"] * wiggle) * (1 - cfg.get("drift", 0) * n) / (1 + share)
+values = [{"kernel": kernel, "size": s, "status": "ok", "error": "",
+           "metrics": {"tflops": v, "pct_of_cublas": 2 * v}} for s in sizes]
+doc = {"schema": "gemm.measure/1", "device": {"name": "NVIDIA H200"},
+       "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
+       "values": values}
+open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
+'''
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def commit(repo, level, msg, noise=0.0005, drift=0.0):
+    pkg = repo / "gemm"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "__main__.py").write_text(STUB)
+    (pkg / "recipe.json").write_text(json.dumps({"level": level, "noise": noise, "drift": drift,
+                                                 "state": str(repo.parent)}))
+    git(repo, "add", "-A", "gemm")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "repo"
+    r.mkdir()
+    git(r, "init", "-q")
+    return r
+
+
+@pytest.fixture
+def gpu_here(monkeypatch):
+    import gemm.track.confirm
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
+
+
+def record(repo, values: list[tuple[str, float]]):
+    """A fresh history: these (commit, TFLOPS) runs, in this order."""
+    res = repo.parent / "results"
+    shutil.rmtree(res, ignore_errors=True)
+    write_benchmarks(res, ["09_pipe"], ["4096"])
+    for i, (sha, v) in enumerate(values):
+        write_run(res, sha, 1_000_000 + i, {("09_pipe", "4096"): v}, ["09_pipe"], ["4096"],
+                  noise=0.0)
+    return res
+
+
+def gate(repo, res, *extra):
+    return cli_main(["regress", "--results", str(res), "--machine", "h200", "--repo", str(repo),
+                     "--verdicts", str(repo.parent / "verdicts"),
+                     "--calibration", str(repo.parent / "calibration"), *extra])
+
+
+def test_a_one_percent_code_drop_is_confirmed_and_a_machine_shift_dismissed(repo, gpu_here,
+                                                                              capsys):
+    shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    slow = commit(repo, 29.7, "one percent slower")
+    res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.7)])
+    assert gate(repo, res, "--no-anchor") == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION: 09_pipe at 4096: TFLOPS DROP" in out and ": DROP" in out
+    # the same recorded drop, but both codes measure alike here: the machine, dismissed
+    same = commit(repo, 30.0, "unchanged code, recorded on a slower GPU")
+    res = record(repo, [(s, 30.0) for s in shas] + [(same, 29.7)])
+    assert gate(repo, res, "--no-anchor") == 0
+    assert ": SAME" in capsys.readouterr().out
+
+
+def test_an_unresolved_ab_passes_unless_strict(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}", noise=0.01) for i in range(4)]   # 1 % noise per process
+    new = commit(repo, 29.85, "half a percent", noise=0.01)
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
+    assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
+    out = capsys.readouterr()
+    assert "UNRESOLVED" in out.out and "still ambiguous after 2 rounds" in out.out
+    assert out.err.count("A/B round") == 2 * 4            # two rounds of A B B A
+    assert gate(repo, res, "--no-anchor", "--max-rounds", "2", "--strict") == 1
+
+
+def test_a_gpu_that_moves_during_the_ab_is_not_trusted(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}", drift=0.004) for i in range(4)]   # -0.4 % per process
+    new = commit(repo, 30.0, "same code", drift=0.004)
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
+    calibration.save(repo.parent / "calibration", "h200", {"noise": [   # a quiet runner
+        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+    gate(repo, res, "--no-anchor")
+    out = capsys.readouterr()
+    assert "the A/A control moved" in out.err
+    assert "UNRESOLVED" in out.out and "unstable" in out.out
+
+
+def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
+    root = tmp_path / "calibration"
+    cal, why = calibration.load(root, "h200")
+    assert cal is None and "no calibration" in why
+    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
+        {"kernel": "09", "size": "4096", "metric": "tflops", "sigma": 0.001, "dof": 5}]})
+    cal, why = calibration.load(root, "h200", gpu_name="NVIDIA H200")
+    assert why == "" and cal.prior("09", "4096", "tflops") == decision.Noise(0.001, 5)
+    assert cal.prior("09", "2048", "tflops") is None
+    assert "NVIDIA H100" in calibration.load(root, "h200", gpu_name="NVIDIA H100")[1]
+    later = time.time() + 400 * 86400
+    assert "days old" in calibration.load(root, "h200", now=later)[1]
+    from gemm.core.policy import Policy
+    assert "stale" in calibration.load(root, "h200", policy=Policy(min_samples=20))[1]
+    (root / "h100.json").write_text((root / "h200.json").read_text())
+    assert "made for machine 'h200'" in calibration.load(root, "h100")[1]
+    (root / "h200.json").write_text("{not json")
+    assert "unreadable" in calibration.load(root, "h200")[1]
+
+
+def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    slow = commit(repo, 29.7, "slower")
+    res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.7)])
+    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+    assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 1
+    rows = json.loads((repo.parent / "r.json").read_text())["rows"]
+    assert all(r["effects"][0]["dof"] == 40 + 6 for r in rows)      # 4 vs 4 processes + 40
+
+
+def test_the_anchor_is_found_by_flag_tag_or_file(repo, tmp_path):
+    a = commit(repo, 30.0, "a")
+    b = commit(repo, 30.0, "b")
+    assert anchor.resolve(repo) == (None, anchor.resolve(repo)[1])
+    (repo / "anchor.toml").write_text(f'commit = "{a}"\n')
+    assert anchor.resolve(repo)[0] == a
+    git(repo, "tag", "perf-anchor-1", b)
+    assert anchor.resolve(repo) == (b, "tag perf-anchor-1")
+    assert anchor.resolve(repo, a[:8])[0] == a
+    with pytest.raises(ValueError, match="not a commit"):
+        anchor.resolve(repo, "f" * 40)
+    assert anchor.is_ancestor(repo, a, b) and not anchor.is_ancestor(repo, b, a)
+
+
+def test_drift_in_small_steps_fails_against_the_anchor_and_names_the_commits(repo, gpu_here,
+                                                                             capsys):
+    base = [commit(repo, 30.0, f"c{i}") for i in range(8)]
+    git(repo, "tag", "perf-anchor-accepted", base[-1])
+    chain, level, values = [], 30.0, [(s, 30.0) for s in base]
+    results = []
+    for i in range(4):                         # four commits, each 0.5 % slower
+        level *= 0.995
+        sha = commit(repo, level, f"drift {i + 1}")
+        chain.append(sha)
+        values.append((sha, level))
+        res = record(repo, values)
+        results.append(gate(repo, res, "--json", str(repo.parent / f"d{i}.json")))
+        capsys.readouterr()
+    # the screen sees -1.0 % at the second step; -1.5 % against the anchor at the third
+    assert results[0] == 0 and 1 in results[1:3] and results[3] == 1
+    report = json.loads((repo.parent / "d3.json").read_text())
+    assert report["anchor"] == base[-1]
+    tf = next(r for r in report["rows"] if r["metric"] == "tflops")
+    assert tf["verdict"] == "DROP" and base[-1] in tf["against"]
+    named = {c["commit"] for c in tf["changepoints"]}
+    assert named and named <= set(chain)
+
+
+def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch, capsys):
+    import gemm.track.confirm
+    commit(repo, 30.0, "the code", noise=0.0005)
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
+    out_dir = repo.parent / "calibration"
+    assert cli_main(["calibrate", "--repo", str(repo), "--machine", "h200", "-k", "09_cp_async_pipeline",
+                     "--sizes", "4096", "--processes", "4", "--inject-kernel", "09_cp_async_pipeline",
+                     "--inject-sizes", "4096", "--shares", "0.005", "0.02", "--trials", "2",
+                     "--out", str(out_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "A/A noise on NVIDIA H200" in out and "2/2" in out
+    cal, why = calibration.load(out_dir, "h200")
+    assert why == "" and cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 3
+    summary = cal.doc["summary"][0]
+    assert summary["detected"]["0.02"] == "2/2" and summary["smallest_always_detected"] <= 0.02
+
+
+def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):
+    from gemm.record import verdict_page
+    from gemm.track import verdicts
+    rows = [{"kernel": "09", "size": "4096", "metric": "tflops", "verdict": "DROP",
+             "change": -0.012, "effects": [{"change": -0.011, "lo": -0.014, "hi": -0.008}]},
+            {"kernel": "02", "size": "8192", "metric": "tflops", "verdict": "noise",
+             "change": -0.021, "effects": [{"change": 0.0002, "lo": -0.002, "hi": 0.002}]}]
+    verdicts.save(tmp_path / "v", "h200", "a" * 40, rows, "NVIDIA H200 GPU-x",
+                  summary={"counts": {"DROP": 1, "noise": 1}, "exit": 1, "anchor": "b" * 40,
+                           "rows": rows})
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text(
+        '<body><li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li></body>')
+    page = verdict_page.write(html, tmp_path / "v", ["h200"]).read_text()
+    assert "aaaaaaaaaa" in page and "FAIL" in page
+    assert "09 4096 TFLOPS: history -1.20 % A/B -1.10 % [-1.40 %, -0.80 %]" in page
+    assert "02 8192 TFLOPS: history -2.10 % A/B +0.02 %" in page
+    assert 'href="gate.html"' in (html / "index.html").read_text()
+
+
+def test_the_fault_injection_switches():
+    from gemm.core import faults, registry
+    spec = registry.get("09")
+    assert faults.delay_share(spec, {}) is None                       # off by default
+    assert faults.delay_share(spec, {faults.ENV: "0.01"})[0] == 0.01
+    assert faults.delay_share(spec, {faults.ENV: "05=0.02,09=0.005"})[0] == 0.005
+    assert faults.delay_share(spec, {faults.ENV: "05=0.02"}) is None
+    import dataclasses
+    marked = dataclasses.replace(spec, inject_delay=0.005)
+    assert faults.delay_share(marked, {}) == (0.005, "registry inject_delay")
+    with pytest.raises(ValueError, match="in \\[0, 1\\)"):
+        faults.parse("09=1.5")
+    with pytest.raises(ValueError, match="inject_delay"):
+        dataclasses.replace(spec, inject_delay=2.0).validate()
+    assert all(s.inject_delay == 0 for s in registry.registry().values())   # never on main
