@@ -16,7 +16,7 @@ from gemm.core.problem import Problem
 from gemm.core.tolerance import check_host, reference_host
 
 SHAPES = shapes.problems(shapes.CHECK_SHAPES)
-TARGETS = registry.names() + registry.baselines()
+TARGETS = registry.names() + list(registry.BASELINES)   # every cuBLAS configuration
 
 
 @pytest.fixture(scope="session")
