@@ -16,11 +16,14 @@ from .core.registry import KernelSpec
 
 def gemm(target: str | KernelSpec, a, b, c=None, alpha: float = 1.0,
          beta: float = 0.0) -> np.ndarray:
-    """Run `target` (a kernel name, prefix or spec, or 'cublas_fp32' / 'cublas_tf32') and
-    return the new C as a host array."""
-    from .cuda.targets import resolve
+    """Run `target` (a kernel name, prefix or spec, or a cuBLAS configuration such as
+    'cublas_fp32', 'cublas_tf32', 'cublas_bf16') and return the new C as a float32 host array.
+    A and B are float32, or ml_dtypes.bfloat16 for a bf16 target; B is K x N, or N x K for a
+    target whose b_layout is "nk"."""
+    from .cuda.targets import operand_format, resolve
     what = resolve(target)
-    prob = problem_for(a, b, c, alpha, beta)
+    fmt = operand_format(what)
+    prob = problem_for(a, b, c, alpha, beta, fmt.host_dtype(), fmt.b_layout)
     if c is None:
         c = np.zeros((prob.M, prob.N), dtype=np.float32)
     from .cuda.buffers import DeviceOperands, run_once

@@ -16,7 +16,7 @@ from gemm.core.problem import Problem
 from gemm.core.tolerance import check_host, reference_host
 
 SHAPES = shapes.problems(shapes.CHECK_SHAPES)
-TARGETS = registry.names() + registry.baselines()
+TARGETS = registry.names() + list(registry.BASELINES)   # every cuBLAS configuration
 
 
 @pytest.fixture(scope="session")
@@ -30,15 +30,18 @@ def checker(gpu):
 _cases: dict = {}
 
 
-def case(checker, prob: Problem):
-    """Operands and their float64 reference, shared by the targets within a session."""
-    key = (prob.M, prob.N, prob.K, prob.alpha, prob.beta)
+def case(checker, prob: Problem, fmt=None):
+    """Operands (stored as `fmt` says) and their float64 reference, shared by the targets
+    within a session."""
+    from gemm.core.precision import OperandFormat
+    fmt = fmt or OperandFormat()
+    key = (prob.M, prob.N, prob.K, prob.alpha, prob.beta, fmt)
     if key not in _cases:
         for ops, ref in _cases.values():
             ops.free()
             [buf.free() for buf in ref]
         _cases.clear()
-        ops = checker.operands(prob)   # a fresh seed: new entropy every session
+        ops = checker.operands(prob, fmt=fmt)   # a fresh seed: new entropy every session
         _cases[key] = (ops, checker.reference(ops, prob))
     return _cases[key]
 
@@ -52,10 +55,14 @@ def precision(target: str) -> str:
 @pytest.mark.parametrize("prob", SHAPES, ids=lambda p: p.label)
 @pytest.mark.parametrize("target", TARGETS)
 def test_target_is_correct(checker, target, prob, alpha, beta):
-    from gemm.cuda.targets import open_target
+    from gemm.cuda.loader import Unsupported
+    from gemm.cuda.targets import open_target, operand_format
     p = Problem(prob.M, prob.N, prob.K, alpha, beta)
-    ops, ref = case(checker, p)
-    t = open_target(target)
+    try:
+        t = open_target(target)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    ops, ref = case(checker, p, operand_format(target))
     try:
         v = checker.check(t.launcher(p), ops, p, precision(target), ref)
     finally:
@@ -162,6 +169,50 @@ def test_the_device_check_agrees_with_the_host_rule(checker):
                       None, 1.0, 0.0, "fp32").ok
     z64.free()
     ops.free()
+
+
+@pytest.mark.parametrize("prec", ["tf32", "bf16"])
+def test_device_operands_are_what_the_precision_stores(checker, prec):
+    """TF32 operands are TF32 numbers; bf16 ones bfloat16 bits; the device reference of both
+    agrees with numpy's on the same inputs (B stored N x K as well)."""
+    import ml_dtypes
+    from gemm.core.precision import OperandFormat, round_inputs
+    for lay in ("kn", "nk"):
+        fmt = OperandFormat(prec, lay)
+        prob = Problem(120, 72, 90, 1.5, 0.5)
+        ops = checker.operands(prob, fmt=fmt)
+        dt = np.float32 if prec == "tf32" else np.uint16
+        a, b = (np.empty(s, dtype=dt) for s in ((120, 90), fmt.b_shape(90, 72)))
+        checker.support.sync()
+        checker.drv.memcpy_dtoh(a, ops.a)
+        checker.drv.memcpy_dtoh(b, ops.b)
+        c, = _host(checker, (ops.c,), ((120, 72),))
+        if prec == "bf16":
+            a, b = (x.view(ml_dtypes.bfloat16).astype(np.float32) for x in (a, b))
+        assert np.array_equal(round_inputs(a, prec), a) and abs(a.mean()) < 0.1
+        bk = b if lay == "kn" else np.ascontiguousarray(b.T)
+        ref, mag = checker.reference(ops, prob)
+        r2 = np.empty((120, 72))
+        checker.drv.memcpy_dtoh(r2, ref)
+        r1, _ = reference_host(a, bk, c, 1.5, 0.5, prec)
+        assert np.allclose(r1, r2, rtol=1e-12, atol=1e-12)
+        for buf in (ref, mag):
+            buf.free()
+        ops.free()
+
+
+def test_bf16_host_arrays_through_the_api(gpu):
+    """ml_dtypes' bfloat16 host arrays go to the device as uint16 bits; cuBLAS BF16 and the
+    float32 check from the bfloat16 inputs agree; float32 arrays are refused for bf16."""
+    import ml_dtypes
+    rng = np.random.default_rng()
+    a = (rng.random((130, 72), dtype=np.float32) * 2 - 1).astype(ml_dtypes.bfloat16)
+    b = (rng.random((72, 66), dtype=np.float32) * 2 - 1).astype(ml_dtypes.bfloat16)
+    out = api.gemm("cublas_bf16", a, b)
+    assert out.dtype == np.float32
+    assert check_host(out, a.astype(np.float32), b.astype(np.float32), None, 1.0, 0.0, "bf16").ok
+    with pytest.raises(TypeError, match="bfloat16"):
+        api.gemm("cublas_bf16", a.astype(np.float32), b)
 
 
 def test_graph_replay_runs_the_same_launches(checker):

@@ -33,9 +33,13 @@ def _check_y(rows: int, M: int) -> None:
 
 
 def plan(spec: KernelSpec, prob: Problem) -> list[tuple[str, Grid]]:
-    """[(entry point, grid), ...] in launch order."""
+    """[(entry point, grid), ...] in launch order. A kernel with an `align` and no fallback
+    (a TMA kernel) raises ValueError for shapes it cannot take, before any launch."""
     tm, tn = spec.tile
     M, N = prob.M, prob.N
+    if not aligned(spec, prob) and not spec.fallback:
+        raise ValueError(f"{spec.name} needs N and K to be multiples of {spec.align} "
+                         f"(got {prob.label}) and has no fallback entry")
     if not spec.split or not aligned(spec, prob):
         entry = spec.main if aligned(spec, prob) else spec.fallback
         g = (-(-N // tn), -(-M // tm), 1)

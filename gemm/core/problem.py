@@ -71,12 +71,14 @@ class Problem:
         raise ValueError(f"size {text!r} is not N or MxNxK")
 
 
-def check_matrix(name: str, x: object, shape: tuple[int, int] | None = None) -> np.ndarray:
-    """A host matrix must be a 2-D, C-contiguous float32 numpy array (of `shape`, if given)."""
+def check_matrix(name: str, x: object, shape: tuple[int, int] | None = None,
+                 dtype=np.float32) -> np.ndarray:
+    """A host matrix must be a 2-D, C-contiguous numpy array of `dtype` (float32, or
+    ml_dtypes' bfloat16 for A and B of a bf16 target), of `shape` if given."""
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
-    if x.dtype != np.float32:
-        raise TypeError(f"{name} must be float32, got {x.dtype}")
+    if x.dtype != np.dtype(dtype):
+        raise TypeError(f"{name} must be {np.dtype(dtype).name}, got {x.dtype}")
     if x.ndim != 2:
         raise ValueError(f"{name} must be 2-D, got {x.ndim}-D with shape {x.shape}")
     if not x.flags.c_contiguous:
@@ -88,16 +90,20 @@ def check_matrix(name: str, x: object, shape: tuple[int, int] | None = None) -> 
 
 
 def problem_for(a: object, b: object, c: object | None = None,
-                alpha: float = 1.0, beta: float = 0.0) -> Problem:
-    """Validate host operands and return the Problem they describe."""
-    a = check_matrix("A", a)
-    b = check_matrix("B", b)
-    if a.shape[1] != b.shape[0]:
+                alpha: float = 1.0, beta: float = 0.0, in_dtype=np.float32,
+                b_layout: str = "kn") -> Problem:
+    """Validate host operands and return the Problem they describe. A and B are of
+    `in_dtype`; B is K x N, or N x K when b_layout is "nk" (gemm.core.precision)."""
+    a = check_matrix("A", a, dtype=in_dtype)
+    b = check_matrix("B", b, dtype=in_dtype)
+    b_k, b_n = b.shape if b_layout == "kn" else b.shape[::-1]
+    if a.shape[1] != b_k:
         raise ValueError(f"inner dimensions differ: A is {a.shape[0]} x {a.shape[1]}, "
-                         f"B is {b.shape[0]} x {b.shape[1]}")
+                         f"B is {b.shape[0]} x {b.shape[1]}"
+                         + ("" if b_layout == "kn" else " (stored N x K)"))
     if 0 in a.shape or 0 in b.shape:
         raise ValueError(f"every dimension must be at least 1 (A {a.shape}, B {b.shape})")
-    prob = Problem(a.shape[0], b.shape[1], a.shape[1], alpha, beta)
+    prob = Problem(a.shape[0], b_n, a.shape[1], alpha, beta)
     if c is not None:
         check_matrix("C", c, (prob.M, prob.N))
     elif beta != 0:

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-PRECISIONS = ("fp32", "tf32", "bf16")
-BASELINES = ("cublas_fp32", "cublas_tf32")
+from .precision import B_LAYOUTS, BASELINES, PRECISIONS, OperandFormat, baseline_name
+
 NAME = re.compile(r"^[0-9a-z][0-9a-z_]*$")
+ARCH = re.compile(r"^sm_(\d+)(a?)$")
+SWIZZLES = ("none", "32B", "64B", "128B")
 
 
 def kernels_dir() -> Path:
@@ -63,6 +65,36 @@ def eval_int(expr: int | str, names: dict[str, int]) -> int:
 
 
 @dataclass(frozen=True)
+class TmaOperand:
+    """A TMA tensor map the launcher encodes for a kernel (registry `tma`): `operand` "A" or
+    "B" as stored (B as N x K when b_layout = "nk"), `box` the [rows, cols] tile one copy
+    moves (expressions over the defines; cols are contiguous), `swizzle` the shared-memory
+    swizzle (none | 32B | 64B | 128B)."""
+    operand: str
+    box: tuple
+    swizzle: str = "none"
+
+
+def arch_support(arch: str, device_arch: str) -> str | None:
+    """None if code built for `arch` runs on a device of `device_arch` (sm_XY), else why not.
+    'native' always runs; sm_XYa (architecture-specific: wgmma, setmaxnreg) only on sm_XY;
+    a plain sm_XY on sm_XY and later."""
+    if arch == "native":
+        return None
+    want, dev = ARCH.match(arch), ARCH.match(device_arch)
+    if not want or not dev:
+        return f"cannot compare arch {arch!r} with device {device_arch!r}"
+    if want.group(2):
+        if want.group(1) != dev.group(1):
+            return (f"built for {arch} (instructions of that GPU generation only); this "
+                    f"device is {device_arch}")
+        return None
+    if int(dev.group(1)) < int(want.group(1)):
+        return f"built for {arch}; this device is {device_arch}"
+    return None
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     name: str
     file: str
@@ -80,6 +112,9 @@ class KernelSpec:
     tune: dict = field(default_factory=dict)   # search space: constant -> candidate values
     tuned: bool = False            # constants per size class from kernels/tuned/<gpu>.toml
     inject_delay: float = 0.0      # test-only fault injection (gemm.core.faults); 0: off
+    b_layout: str = "kn"           # B as K x N row-major, or "nk": stored N x K (K-major)
+    smem_expr: int | str = 0       # dynamic shared memory per block, bytes (expression)
+    tma: tuple = ()                # TmaOperand: tensor maps passed first, by value
     summary: str = ""
 
     def with_defines(self, **overrides: int) -> "KernelSpec":
@@ -108,6 +143,19 @@ class KernelSpec:
         return m, n
 
     @property
+    def smem(self) -> int:
+        return eval_int(self.smem_expr, self.defines)
+
+    @property
+    def operands(self) -> OperandFormat:
+        return OperandFormat(self.precision, self.b_layout)
+
+    def tma_boxes(self) -> list[tuple[str, int, int, str]]:
+        """[(operand, box rows, box cols, swizzle), ...] in parameter order."""
+        return [(t.operand, eval_int(t.box[0], self.defines), eval_int(t.box[1], self.defines),
+                 t.swizzle) for t in self.tma]
+
+    @property
     def split(self) -> bool:
         return self.edge is not None
 
@@ -126,8 +174,22 @@ class KernelSpec:
             raise ValueError(f"{where}: names use lower-case letters, digits and _ only")
         if self.precision not in PRECISIONS:
             raise ValueError(f"{where}: precision must be one of {PRECISIONS}")
-        if self.baseline not in BASELINES:
-            raise ValueError(f"{where}: baseline must be one of {BASELINES}")
+        if self.b_layout not in B_LAYOUTS:
+            raise ValueError(f"{where}: b_layout must be one of {B_LAYOUTS}")
+        if self.baseline != baseline_name(self.precision, self.b_layout):
+            raise ValueError(f"{where}: a {self.precision} kernel with b_layout "
+                             f"{self.b_layout!r} is compared with "
+                             f"{baseline_name(self.precision, self.b_layout)!r}, not "
+                             f"{self.baseline!r}")
+        if self.arch != "native" and not ARCH.match(self.arch):
+            raise ValueError(f"{where}: arch is 'native' or sm_XY / sm_XYa, not {self.arch!r}")
+        if self.smem < 0 or self.smem > 227 * 1024:
+            raise ValueError(f"{where}: smem {self.smem} is not 0..227 KiB")
+        for op, rows, cols, swz in self.tma_boxes():
+            if op not in ("A", "B") or swz not in SWIZZLES:
+                raise ValueError(f"{where}: tma operands are A or B, swizzles {SWIZZLES}")
+            if not (1 <= rows <= 256 and 1 <= cols <= 256):
+                raise ValueError(f"{where}: tma box {rows} x {cols}: each side 1..256")
         if not 1 <= len(self.block_expr) <= 3 or len(self.tile_expr) != 2:
             raise ValueError(f"{where}: block needs 1-3 dims and tile exactly 2")
         if any(d < 1 for d in self.block) or self.threads > 1024:
@@ -136,7 +198,7 @@ class KernelSpec:
             raise ValueError(f"{where}: tile {self.tile} must be positive")
         if not isinstance(self.align, int) or self.align < 1:
             raise ValueError(f"{where}: align must be a positive integer")
-        if self.align > 1 and not self.fallback:
+        if self.align > 1 and not self.fallback and not self.tma:
             raise ValueError(f"{where}: align = {self.align} needs a fallback entry for other shapes")
         if not isinstance(self.inject_delay, (int, float)) or not 0 <= self.inject_delay < 1:
             raise ValueError(f"{where}: inject_delay is a share of the kernel's time in [0, 1)")
@@ -147,7 +209,9 @@ class KernelSpec:
 
 
 _KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
-         "precision", "baseline", "arch", "sass", "tune", "tuned", "inject_delay", "summary"}
+         "precision", "baseline", "arch", "sass", "tune", "tuned", "inject_delay", "summary",
+         "b_layout", "smem", "tma"}
+_TMA_KEYS = {"operand", "box", "swizzle"}
 _REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
 
 
@@ -158,6 +222,13 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
     missing = _REQUIRED - set(entry)
     if missing:
         raise ValueError(f"registry entry {entry.get('name')!r}: missing keys {sorted(missing)}")
+    tma = []
+    for t in entry.get("tma", []):
+        if not isinstance(t, dict) or set(t) - _TMA_KEYS or "operand" not in t \
+                or len(t.get("box", ())) != 2:
+            raise ValueError(f"registry entry {entry.get('name')!r}: each tma item is "
+                             f"{{ operand, box = [rows, cols], swizzle }}")
+        tma.append(TmaOperand(t["operand"], tuple(t["box"]), t.get("swizzle", "none")))
     spec = KernelSpec(
         name=entry["name"], file=entry["file"], main=entry["main"], edge=entry.get("edge"),
         fallback=entry.get("fallback"), align=entry.get("align", 1),
@@ -166,6 +237,7 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
         baseline=entry["baseline"], arch=entry.get("arch", "native"),
         sass=tuple(entry.get("sass", ())), tune=dict(entry.get("tune", {})),
         tuned=bool(entry.get("tuned", False)), inject_delay=entry.get("inject_delay", 0.0),
+        b_layout=entry.get("b_layout", "kn"), smem_expr=entry.get("smem", 0), tma=tuple(tma),
         summary=entry.get("summary", ""))
     spec.validate()
     return spec

@@ -6,8 +6,12 @@ The check is elementwise against a float64 reference:
 
 the probabilistic rounding-error bound for an inner product of length K (Higham & Mary, 2019:
 with LAMBDA = 8 a violation by rounding alone has probability below 1e-13 per element) plus the
-epilogue's two roundings. u is the unit roundoff of the arithmetic: 2^-24 for FP32; for TF32 and
-BF16 the input rounding dominates (2^-10 and 2^-8, truncation allowed). NaN never passes, so a
+epilogue's two roundings. A and B in the reference are the inputs as the kernel sees them
+(gemm.core.precision.round_inputs: rounded to TF32 or bfloat16), so the rule measures the
+accumulation alone, which is float32 in every precision: u = 2^-24 for FP32 FMAs; 2^-23 for the
+tensor cores, whose FP32 accumulation aligns the addends to the largest and truncates (up to one
+unit in the last place per addition, not half). Input rounding is not allowed for: a TF32 kernel
+that skips one K term fails like an FP32 one (tests/test_tolerance.py). NaN never passes, so a
 C poisoned with NaN before the launch proves every element was written.
 
 Both places that apply the rule reduce an output to the same statistics (`CheckStats`) and
@@ -22,7 +26,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 LAMBDA = 8.0
-UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-10, "bf16": 2.0**-8}
+# unit roundoff of the float32 accumulation, per precision (the inputs are rounded in the reference)
+UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-23, "bf16": 2.0**-23}
 TINY = 1e-30  # added to every tolerance, so an exact zero reference still allows exact zero
 
 
@@ -77,9 +82,12 @@ def verdict(s: CheckStats, where: str) -> Verdict:
 
 # --- the same on host arrays (numpy) ----------------------------------------------------
 
-def reference_host(a, b, c, alpha: float, beta: float):
-    """(ref, mag): alpha*A@B + beta*C and |alpha||A||B| + |beta||C| in float64."""
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+def reference_host(a, b, c, alpha: float, beta: float, precision: str = "fp32"):
+    """(ref, mag): alpha*A@B + beta*C and |alpha||A||B| + |beta||C| in float64, with A and B
+    as a kernel of `precision` multiplies them (rounded to TF32 or bfloat16)."""
+    from .precision import round_inputs
+    a64 = round_inputs(a, precision).astype(np.float64)
+    b64 = round_inputs(b, precision).astype(np.float64)
     ref = alpha * (a64 @ b64)
     mag = abs(alpha) * (np.abs(a64) @ np.abs(b64))
     if beta != 0:
@@ -105,6 +113,7 @@ def stats_host(out: np.ndarray, ref: np.ndarray, mag: np.ndarray, scale: float) 
 
 
 def check_host(out, a, b, c, alpha: float, beta: float, precision: str) -> Verdict:
-    """Check a host result against the float64 reference of the original A, B, C."""
-    ref, mag = reference_host(a, b, c, alpha, beta)
+    """Check a host result against the float64 reference of A, B (as the kernel sees them:
+    rounded to `precision`'s inputs) and C. B is K x N."""
+    ref, mag = reference_host(a, b, c, alpha, beta, precision)
     return verdict(stats_host(out, ref, mag, tolerance_scale(a.shape[1], precision)), "cpu")

@@ -32,16 +32,22 @@ def run_once(launch, a, b, out, prob, stream=None, c=None) -> None:
         drv.Context.synchronize()
 
 
+def transferable(x: np.ndarray) -> np.ndarray:
+    """PyCUDA refuses ml_dtypes' bfloat16: move 2-byte floats as their uint16 bits."""
+    return x.view(np.uint16) if x.dtype.name == "bfloat16" else x
+
+
 class DeviceOperands:
-    """Device copies of host A, B, C; `a`, `b`, `c` are the allocations (usable as pointers)."""
+    """Device copies of host A, B, C; `a`, `b`, `c` are the allocations (usable as pointers).
+    A and B go as they are (float32, or bfloat16 as uint16 bits); C is float32."""
 
     def __init__(self, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         from .device import cuda
         drv = cuda()
         self._drv = drv
         self.shape_c = c.shape
-        self.a = drv.to_device(a)
-        self.b = drv.to_device(b)
+        self.a = drv.to_device(transferable(a))
+        self.b = drv.to_device(transferable(b))
         self.c = drv.to_device(c)
 
     def get_c(self) -> np.ndarray:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.registry import KernelSpec, kernels_dir
+from ..core.registry import KernelSpec, arch_support, kernels_dir
 
 BASE_OPTIONS = ("-O3", "-std=c++17", "-lineinfo")
 
@@ -36,6 +36,19 @@ def cache_dir() -> str:
 
 class CompileError(RuntimeError):
     """nvcc rejected a kernel; the message holds its output."""
+
+
+class Unsupported(CompileError):
+    """The kernel is built for an arch this device cannot run (e.g. sm_90a off Hopper): a
+    reason to skip it, not a failure."""
+
+
+def check_runnable(spec: KernelSpec) -> None:
+    """Raise Unsupported, with the reason, if this device cannot run the kernel's arch."""
+    from . import device
+    reason = arch_support(spec.arch, device.info().arch)
+    if reason:
+        raise Unsupported(f"{spec.name}: {reason}")
 
 
 @dataclass
@@ -68,6 +81,7 @@ def load(spec: KernelSpec) -> LoadedKernel:
     from pycuda.compiler import SourceModule
     import pycuda.driver as drv
 
+    check_runnable(spec)
     arch = target_arch(spec, device.info().arch)
     key = (spec.name, spec.file, tuple(sorted(spec.defines.items())), arch)
     if key in _loaded:
@@ -83,6 +97,9 @@ def load(spec: KernelSpec) -> LoadedKernel:
         functions = {e: module.get_function(e) for e in spec.entries}
     except drv.LogicError as exc:
         raise CompileError(f"{spec.name}: entry point missing from {spec.file}: {exc}") from None
+    if spec.smem > 48 * 1024:   # dynamic shared memory past the default limit: opt in
+        for f in functions.values():
+            f.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.smem)
     _loaded[key] = LoadedKernel(spec, module, functions)
     return _loaded[key]
 

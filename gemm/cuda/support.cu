@@ -77,6 +77,36 @@ extern "C" __global__ void compare(const float* out, const double* ref, const do
     }
 }
 
+// In place: x[i] = x[i] rounded to TF32 (10 mantissa bits, to nearest, ties away from zero:
+// cvt.rna.tf32.f32), so TF32 operands are TF32 numbers whatever rounding a kernel's hardware does.
+extern "C" __global__ void round_tf32(float* x, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        unsigned int r;
+        asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x[i]));
+        x[i] = __uint_as_float(r & 0xffffe000u);
+    }
+}
+
+// y[i] = x[i] as bfloat16 bits (round to nearest even; the inputs are finite).
+extern "C" __global__ void to_bf16(const float* x, unsigned short* y, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const unsigned int u = __float_as_uint(x[i]);
+        y[i] = (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    }
+}
+
+// y = x and ay = |x| in float64, from bfloat16 bits.
+extern "C" __global__ void widen_bf16(const unsigned short* x, double* y, double* ay, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        const double v = (double)__uint_as_float((unsigned int)x[i] << 16);
+        y[i] = v;
+        ay[i] = fabs(v);
+    }
+}
+
 // Fault injection (gemm.core.faults; off by default): one thread spins for `cycles` SM clock
 // cycles. Launched right after a kernel, it adds a chosen share of that kernel's time.
 extern "C" __global__ void delay_spin(long long cycles) {

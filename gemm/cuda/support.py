@@ -22,7 +22,8 @@ class SupportKernels:
         mod = SourceModule(src, options=["-O3"], no_extern_c=True, cache_dir=cache_dir())
         self._f = {}
         for name, sig in (("fill_uniform", "PqQ"), ("widen", "PPPq"), ("add_beta_c", "PPPdq"),
-                          ("compare", "PPPdqPP"), ("delay_spin", "q")):
+                          ("compare", "PPPdqPP"), ("round_tf32", "Pq"), ("to_bf16", "PPq"),
+                          ("widen_bf16", "PPPq"), ("delay_spin", "q")):
             self._f[name] = mod.get_function(name)
             self._f[name].prepare(sig)
 
@@ -33,8 +34,20 @@ class SupportKernels:
         """buf[i] = uniform in [-1, 1), a hash of (seed, i): the same seed, the same matrix."""
         self._go("fill_uniform", int(buf), n, seed & (2**64 - 1))
 
-    def widen(self, x, x64, ax64, n: int) -> None:
-        self._go("widen", int(x), int(x64), int(ax64), n)
+    def widen(self, x, x64, ax64, n: int, precision: str = "fp32") -> None:
+        """x64 = x, ax64 = |x| in float64; x holds bfloat16 bits when precision is bf16."""
+        self._go("widen_bf16" if precision == "bf16" else "widen", int(x), int(x64), int(ax64), n)
+
+    def fill_as(self, buf, n: int, seed: int, precision: str, scratch=None) -> None:
+        """`fill`, then as the precision stores it: TF32 numbers in place, or bfloat16 bits
+        into `buf` from the float32 `scratch` (n floats)."""
+        if precision == "bf16":
+            self.fill(scratch, n, seed)
+            self._go("to_bf16", int(scratch), int(buf), n)
+            return
+        self.fill(buf, n, seed)
+        if precision == "tf32":
+            self._go("round_tf32", int(buf), n)
 
     def add_beta_c(self, c, ref, mag, beta: float, n: int) -> None:
         self._go("add_beta_c", int(c), int(ref), int(mag), float(beta), n)

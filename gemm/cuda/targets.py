@@ -1,16 +1,20 @@
 """What can be run: a registered kernel or a cuBLAS configuration, behind one interface."""
 from __future__ import annotations
 
+from ..core.precision import OperandFormat, format_of_baseline
 from ..core.registry import BASELINES, KernelSpec, get
 
-BASELINE_PRECISION = {"cublas_fp32": "fp32", "cublas_tf32": "tf32"}
+BASELINE_PRECISION = {b: format_of_baseline(b).precision for b in BASELINES}
 
 
 class Target:
-    """`launcher(prob)` gives launch(a, b, c, stream=None); `close()` frees what it holds."""
+    """`launcher(prob)` gives launch(a, b, c, stream=None); `close()` frees what it holds;
+    `fmt` says how it wants A and B stored."""
 
-    def __init__(self, name: str, precision: str, make, close=lambda: None) -> None:
+    def __init__(self, name: str, precision: str, make, close=lambda: None,
+                 fmt: OperandFormat | None = None) -> None:
         self.name, self.precision = name, precision
+        self.fmt = fmt or OperandFormat(precision)
         self._make, self._close = make, close
 
     def launcher(self, prob):
@@ -28,11 +32,20 @@ def resolve(target: str | KernelSpec) -> KernelSpec | str:
     return get(target)
 
 
+def operand_format(target: str | KernelSpec) -> OperandFormat:
+    what = resolve(target)
+    return what.operands if isinstance(what, KernelSpec) else format_of_baseline(what)
+
+
 def open_target(target: str | KernelSpec, stream=None) -> Target:
     what = resolve(target)
     if isinstance(what, KernelSpec):
         from .launch import launcher
-        return Target(what.name, what.precision, lambda prob: launcher(what, prob))
+        from .loader import check_runnable
+        check_runnable(what)
+        return Target(what.name, what.precision, lambda prob: launcher(what, prob),
+                      fmt=what.operands)
     from .cublas import Cublas
     blas = Cublas(what, stream=stream)
-    return Target(what, BASELINE_PRECISION[what], blas.launcher, blas.close)
+    return Target(what, BASELINE_PRECISION[what], blas.launcher, blas.close,
+                  fmt=format_of_baseline(what))

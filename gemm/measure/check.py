@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 
 from ..core import tolerance
+from ..core.precision import OperandFormat
 from ..core.problem import Problem
 
 
@@ -20,23 +21,35 @@ def fresh_seed() -> int:
 
 
 class Operands:
-    """Random A (M x K), B (K x N), C (M x N) and an output buffer on the device."""
+    """Random A (M x K), B (K x N, or N x K for b_layout "nk"), C (M x N) and an output buffer
+    on the device, A and B stored as `fmt` says (float32, TF32 numbers, or bfloat16 bits);
+    C and the output are float32."""
 
-    def __init__(self, support, prob: Problem, seed: int) -> None:
+    def __init__(self, support, prob: Problem, seed: int,
+                 fmt: OperandFormat = OperandFormat()) -> None:
         drv = support.drv
         self.seed = seed
-        self.a = drv.mem_alloc(prob.M * prob.K * 4)
-        self.b = drv.mem_alloc(prob.K * prob.N * 4)
+        self.fmt = fmt
+        self.a = drv.mem_alloc(prob.M * prob.K * fmt.in_bytes)
+        self.b = drv.mem_alloc(prob.K * prob.N * fmt.in_bytes)
         self.c = drv.mem_alloc(prob.M * prob.N * 4)
         self.out = drv.mem_alloc(prob.M * prob.N * 4)
         self.fill(support, prob, seed)
 
     def fill(self, support, prob: Problem, seed: int) -> None:
         self.seed = seed
-        for i, (buf, n) in enumerate(((self.a, prob.M * prob.K), (self.b, prob.K * prob.N),
-                                      (self.c, prob.M * prob.N))):
-            support.fill(buf, n, seed + i)
-        support.sync()
+        p = self.fmt.precision
+        n_a, n_b = prob.M * prob.K, prob.K * prob.N
+        scratch = support.drv.mem_alloc(max(n_a, n_b) * 4) if p == "bf16" else None
+        try:
+            support.fill_as(self.a, n_a, seed, p, scratch)
+            support.sync()
+            support.fill_as(self.b, n_b, seed + 1, p, scratch)
+            support.fill(self.c, prob.M * prob.N, seed + 2)
+            support.sync()
+        finally:
+            if scratch is not None:
+                scratch.free()
 
     def free(self) -> None:
         for buf in (self.a, self.b, self.c, self.out):
@@ -44,30 +57,41 @@ class Operands:
 
 
 class Checker:
-    def __init__(self, stream=None) -> None:
+    """`fmt`: how the operands it makes are stored (the targets' OperandFormat; a worker's
+    checker serves one kernel and its baseline, which share one)."""
+
+    def __init__(self, stream=None, fmt: OperandFormat = OperandFormat()) -> None:
         from ..cuda.cublas import Cublas
         from ..cuda.device import cuda
         from ..cuda.support import SupportKernels
         self.drv = cuda()
         self.stream = stream
+        self.fmt = fmt
         self.support = SupportKernels(stream)
-        self.dgemm = Cublas("cublas_fp64", stream=stream)
+        self._dgemm = {lay: Cublas("cublas_fp64", stream=stream, b_layout=lay)
+                       for lay in ("kn", "nk")}
+        self.dgemm = self._dgemm["kn"]
 
-    def operands(self, prob: Problem, seed: int | None = None) -> Operands:
-        return Operands(self.support, prob, fresh_seed() if seed is None else seed)
+    def operands(self, prob: Problem, seed: int | None = None,
+                 fmt: OperandFormat | None = None) -> Operands:
+        return Operands(self.support, prob, fresh_seed() if seed is None else seed,
+                        fmt or self.fmt)
 
     def reference(self, ops: Operands, prob: Problem):
-        """Device float64 (ref, mag): alpha*A@B + beta*C and |alpha||A||B| + |beta||C|."""
+        """Device float64 (ref, mag): alpha*A@B + beta*C and |alpha||A||B| + |beta||C|, from
+        A and B as stored (so as the kernel sees them: TF32 numbers, or bfloat16)."""
         M, N, K = prob.M, prob.N, prob.K
         drv = self.drv
+        p = ops.fmt.precision
+        dgemm = self._dgemm[ops.fmt.b_layout]
         a64, aa64 = drv.mem_alloc(M * K * 8), drv.mem_alloc(M * K * 8)
         b64, ab64 = drv.mem_alloc(K * N * 8), drv.mem_alloc(K * N * 8)
         ref, mag = drv.mem_alloc(M * N * 8), drv.mem_alloc(M * N * 8)
         try:
-            self.support.widen(ops.a, a64, aa64, M * K)
-            self.support.widen(ops.b, b64, ab64, K * N)
-            self.dgemm.launcher(Problem(M, N, K, float(prob.alpha), 0.0))(a64, b64, ref)
-            self.dgemm.launcher(Problem(M, N, K, abs(float(prob.alpha)), 0.0))(aa64, ab64, mag)
+            self.support.widen(ops.a, a64, aa64, M * K, p)
+            self.support.widen(ops.b, b64, ab64, K * N, p)
+            dgemm.launcher(Problem(M, N, K, float(prob.alpha), 0.0))(a64, b64, ref)
+            dgemm.launcher(Problem(M, N, K, abs(float(prob.alpha)), 0.0))(aa64, ab64, mag)
             if prob.beta != 0:
                 self.support.add_beta_c(ops.c, ref, mag, prob.beta, M * N)
             self.support.sync()
@@ -96,4 +120,5 @@ class Checker:
                 mag.free()
 
     def close(self) -> None:
-        self.dgemm.close()
+        for d in self._dgemm.values():
+            d.close()

@@ -69,7 +69,7 @@ class Job:
                 self.compile_error = str(exc)
         self.baseline = open_target(name if self.alone else self.spec.baseline, self.stream)
         self.kernel = None if self.alone or self.compile_error else open_target(self.spec)
-        self.checker = Checker(self.stream)
+        self.checker = Checker(self.stream, self.baseline.fmt)   # the operands both take
 
     @property
     def name(self) -> str:

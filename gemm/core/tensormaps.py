@@ -1,0 +1,49 @@
+"""The TMA tensor maps a kernel asks for (registry `tma`), as plain numbers (no GPU).
+
+Each map describes one operand as stored, row-major: A is M x K; B is K x N, or N x K when
+b_layout = "nk". In TMA's terms dimension 0 is the contiguous one (cols), dimension 1 the rows;
+the row stride in bytes must be a multiple of 16 and the base address 16-byte aligned, which
+`plans` checks before anything is encoded: a shape that breaks it raises ValueError. Tiles
+that run past the matrix are zero-filled by the hardware, so any M, N, K >= 1 with aligned
+strides is covered. gemm.cuda.tma encodes them with cuTensorMapEncodeTiled.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .problem import Problem
+from .registry import KernelSpec
+
+TMA_STRIDE_ALIGN = 16
+
+
+@dataclass(frozen=True)
+class MapPlan:
+    operand: str          # "A" or "B"
+    dtype: str            # "float32" or "bfloat16"
+    dims: tuple           # (cols, rows): dimension 0 contiguous
+    row_stride: int       # bytes between rows
+    box: tuple            # (box cols, box rows)
+    swizzle: str
+
+
+def shape_of(spec: KernelSpec, operand: str, prob: Problem) -> tuple[int, int]:
+    if operand == "A":
+        return prob.M, prob.K
+    return (prob.K, prob.N) if spec.b_layout == "kn" else (prob.N, prob.K)
+
+
+def plans(spec: KernelSpec, prob: Problem) -> list[MapPlan]:
+    elt = spec.operands.in_bytes
+    dtype = "bfloat16" if spec.precision == "bf16" else "float32"
+    out = []
+    for op, box_rows, box_cols, swz in spec.tma_boxes():
+        rows, cols = shape_of(spec, op, prob)
+        stride = cols * elt
+        if stride % TMA_STRIDE_ALIGN:
+            raise ValueError(
+                f"{spec.name}: {op} is {rows} x {cols} {dtype}; TMA needs its row stride "
+                f"({stride} bytes) to be a multiple of {TMA_STRIDE_ALIGN} bytes, so its column "
+                f"count a multiple of {TMA_STRIDE_ALIGN // elt}")
+        out.append(MapPlan(op, dtype, (cols, rows), stride, (box_cols, box_rows), swz))
+    return out

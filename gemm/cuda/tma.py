@@ -1,0 +1,41 @@
+"""TMA tensor maps encoded with the driver (cuda.bindings' cuTensorMapEncodeTiled) from the
+plans of gemm.core.tensormaps, as the 128 bytes a kernel takes by value."""
+from __future__ import annotations
+
+import struct
+
+_SWIZZLE = {"none": "CU_TENSOR_MAP_SWIZZLE_NONE", "32B": "CU_TENSOR_MAP_SWIZZLE_32B",
+            "64B": "CU_TENSOR_MAP_SWIZZLE_64B", "128B": "CU_TENSOR_MAP_SWIZZLE_128B"}
+_DTYPE = {"float32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32",
+          "bfloat16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"}
+
+
+def encode(p, address: int) -> bytes:
+    """One map: `p` a gemm.core.tensormaps.MapPlan, `address` the operand's device pointer."""
+    from cuda.bindings import driver as d
+    if address % 16:
+        raise ValueError(f"TMA needs {p.operand}'s address 16-byte aligned, got {address:#x}")
+    err, tmap = d.cuTensorMapEncodeTiled(
+        getattr(d.CUtensorMapDataType, _DTYPE[p.dtype]), 2, address, list(p.dims),
+        [p.row_stride], list(p.box), [1, 1], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(d.CUtensorMapSwizzle, _SWIZZLE[p.swizzle]),
+        d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    if err != d.CUresult.CUDA_SUCCESS:
+        raise ValueError(f"cuTensorMapEncodeTiled refused {p}: {err}")
+    return struct.pack("<16Q", *[int(w) for w in tmap.opaque])
+
+
+class TensorMaps:
+    """The maps of one launcher; `encode(a, b)` returns their bytes, cached per pointer pair."""
+
+    def __init__(self, plans) -> None:
+        self.plans = plans
+        self._cache: dict = {}
+
+    def encode(self, a: int, b: int) -> tuple:
+        key = (a, b)
+        if key not in self._cache:
+            self._cache = {key: tuple(encode(p, a if p.operand == "A" else b)
+                                      for p in self.plans)}
+        return self._cache[key]
