@@ -14,6 +14,12 @@
 #   check       gemm check: every kernel over the odd shapes and (alpha, beta) pairs
 #   cold        gemm bench --mode cold (L2 flushed before each launch), kernels $COLD_K
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
+#   calibrate   gemm calibrate $CAL_ARGS (A/A noise, injected-delay detection) into
+#               calibration/ (kept with the results)
+#   drift       the gate's drift test: DRIFT_STEPS throwaway commits on HEAD, each adding
+#               DRIFT_SHARE to kernel DRIFT_K's injected delay (registry inject_delay), each
+#               recorded (-b) into a scratch copy of the history and gated with HEAD as the
+#               anchor; HEAD's own run of that kernel is re-recorded first on this GPU
 # PER_COMMIT=0 skips the per-commit job (e.g. a call that only reruns); PRISTINE=1 first resets
 # the working tree that travelled to HEAD (uncommitted edits would make the record refuse).
 # Usage there: source .devkit/env.sh && EXTRAS="bench crosscheck" bash ci/device-run.sh
@@ -23,7 +29,7 @@ work=$(mktemp -d)
 export OUT=$work
 source "$(dirname "$0")/lib.sh"
 t0=$SECONDS
-pack() { tar czf "$work/results.tgz" results verdicts 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
+pack() { tar czf "$work/results.tgz" results verdicts calibration 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
 summary() { gemm show "$@" 2>&1 | tail -n 12; }   # the verdict line of a gemm.regress/1 report
 git config --global --add safe.directory '*' 2>/dev/null
 if [ -f .gitcarry/repo.bundle ]; then
@@ -92,6 +98,37 @@ for extra in ${EXTRAS:-}; do
         summary "$d/regress.json" >> "$work/reruns.log"
         pack
       done ;;
+    calibrate)
+      t1=$SECONDS
+      gemm calibrate --machine "$MACHINE" ${CAL_ARGS:-} > "$work/calibrate.log" 2>&1
+      echo "calibrate: exit $? in $((SECONDS - t1)) s" >> "$work/calibrate.log"; pack ;;
+    drift)
+      k=${DRIFT_K:-09}; base=$(git rev-parse HEAD); d="$work/drift"; mkdir -p "$d"
+      rm -rf "$d/results" "$d/verdicts" && cp -r results "$d/results"
+      wt=/tmp/wt-drift; rm -rf "$wt"; git worktree add -f --detach "$wt" HEAD >/dev/null 2>&1
+      rec() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record \
+                 --repo "$wt" --results "$d/results" --machine "$MACHINE" --commit "$1" -b "$k") \
+                 >> "$d/record.log" 2>&1; }
+      t1=$SECONDS; rec "$base"; echo "drift: base ${base:0:10} re-recorded ($k): exit $? in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
+      for i in $(seq 1 "${DRIFT_STEPS:-4}"); do
+        t1=$SECONDS
+        python3 - "$wt/kernels/kernels.toml" "$k" "$(python3 -c "print(round($i * ${DRIFT_SHARE:-0.005}, 6))")" <<'PY'
+import re, sys
+path, k, share = sys.argv[1], sys.argv[2], sys.argv[3]
+s = open(path).read()
+s = re.sub(r"\ninject_delay = [0-9.e-]+", "", s)
+s = re.sub(r'(\nname = "' + k + r'[^"]*"\n)', r"\1inject_delay = " + share + "\n", s, count=1)
+open(path, "w").write(s)
+PY
+        git -C "$wt" -c user.name=drift -c user.email=drift@test commit -qam "drift step $i: $k +${DRIFT_SHARE:-0.005} (throwaway)"
+        sha=$(git -C "$wt" rev-parse HEAD)
+        rec "$sha"; rrc=$?
+        gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
+          --commit "$sha" --kernels "$k" --sizes ${DRIFT_SIZES:-2048 4096 8192} --anchor "$base" \
+          --record-verdicts --json "$d/step$i.json" > "$d/step$i.log" 2>&1
+        echo "drift step $i (${sha:0:10}, cumulative $(python3 -c "print(round(100 * $i * ${DRIFT_SHARE:-0.005}, 3))") %): record exit $rrc, gate exit $? in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
+        summary "$d/step$i.json" >> "$work/drift.log"; pack
+      done ;;
     quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it
       (python3 -m pytest benchmarks/ -q -p no:cacheprovider -k "${QUICK_K:-1024}" --benchmark-autosave &&
        python3 -m pytest benchmarks/ -q -p no:cacheprovider -k "${QUICK_K:-1024}" --benchmark-compare \
@@ -99,11 +136,10 @@ for extra in ${EXTRAS:-}; do
       echo "quick A/B: exit $?; saved under $(ls -d .benchmarks/*/ 2>/dev/null)" >> "$work/quick.log" ;;
   esac
 done
-tar czf "$work/results.tgz" results verdicts 2>/dev/null
-tar czf "$final/bundle.tgz" -C "$work" .
+pack
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 [ -f "$work/per-commit.log" ] && tail -n 40 "$work/per-commit.log"
-for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log; do
+for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log drift.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc

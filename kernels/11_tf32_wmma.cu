@@ -48,7 +48,7 @@ static_assert((BM * (BK + PAD) + BK * (BN + PAD) + (THREADS / 32) * 256) * 4 <= 
               "static shared memory");
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-tf32_wmma(int M, int N, int K, float alpha, const float* __restrict__ A,
+sgemm_tf32_wmma(int M, int N, int K, float alpha, const float* __restrict__ A,
           const float* __restrict__ B, float beta, float* __restrict__ C) {
     __shared__ __align__(128) float As[BM][BK + PAD];
     __shared__ __align__(128) float Bs[BK][BN + PAD];

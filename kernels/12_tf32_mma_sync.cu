@@ -192,13 +192,13 @@ __device__ __forceinline__ void tf32_mma(int M, int N, int K, float alpha,
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-tf32_mma_main(int M, int N, int K, float alpha, const float* __restrict__ A,
+sgemm_tf32_mma_main(int M, int N, int K, float alpha, const float* __restrict__ A,
               const float* __restrict__ B, float beta, float* __restrict__ C) {
     tf32_mma<true>(M, N, K, alpha, A, B, beta, C);
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS)
-tf32_mma_fallback(int M, int N, int K, float alpha, const float* __restrict__ A,
+sgemm_tf32_mma_fallback(int M, int N, int K, float alpha, const float* __restrict__ A,
                   const float* __restrict__ B, float beta, float* __restrict__ C) {
     tf32_mma<false>(M, N, K, alpha, A, B, beta, C);
 }

@@ -108,7 +108,7 @@ def test_arch_support():
 BASE = '''[[kernel]]
 name = "x"
 file = "x.cu"
-main = "k"
+main = "sgemm_k"
 defines = { BM = 128, BK = 32 }
 block = [384]
 tile = ["BM", 128]

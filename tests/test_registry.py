@@ -75,7 +75,7 @@ def _write(tmp_path, body):
 BASE = '''[[kernel]]
 name = "x"
 file = "x.cu"
-main = "k"
+main = "sgemm_k"
 block = [64]
 tile = [64, 64]
 precision = "fp32"
@@ -92,6 +92,8 @@ def test_registry_rejects_bad_entries(tmp_path):
     with pytest.raises(ValueError, match="unknown keys"):
         load_registry(_write(tmp_path, BASE + 'colour = "red"\n'))
     with pytest.raises(ValueError, match="missing keys"):
-        load_registry(_write(tmp_path, BASE.replace('main = "k"\n', "")))
+        load_registry(_write(tmp_path, BASE.replace('main = "sgemm_k"\n', "")))
     with pytest.raises(ValueError, match="valid CUDA block"):
         load_registry(_write(tmp_path, BASE.replace("[64]", "[2048]")))
+    with pytest.raises(ValueError, match="start with 'sgemm_'"):   # memcheck's filter
+        load_registry(_write(tmp_path, BASE.replace('"sgemm_k"', '"k"')))

@@ -44,6 +44,8 @@ def add_arguments(p) -> None:
     p.add_argument("--max-rounds", type=int, default=GateConfig.max_rounds,
                    help="rounds before a candidate is UNRESOLVED (default 5)")
     p.add_argument("--strict", action="store_true", help="an UNRESOLVED candidate fails too")
+    p.add_argument("--budget", type=float, default=GateConfig.budget_s, metavar="S",
+                   help="A/B wall time: no new round starts after S seconds (default 300)")
     p.add_argument("--window", type=int, default=GateConfig.window,
                    help="earlier commits in the history (default 10)")
     p.add_argument("--anchor", default=None, metavar="REV",
@@ -129,7 +131,8 @@ def main(args) -> int:
     try:
         cfg = GateConfig(args.k, args.window, _per_class(args.screen, SCREEN, "screen"),
                          _per_class(args.min_effect, MIN_EFFECT, "min-effect"), args.alpha,
-                         args.min_rounds, args.max_rounds, not args.no_confirm, args.strict)
+                         args.min_rounds, args.max_rounds, not args.no_confirm, args.strict,
+                         args.budget)
         cfg.validate()
     except ValueError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)

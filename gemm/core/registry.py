@@ -18,6 +18,7 @@ from pathlib import Path
 from .precision import B_LAYOUTS, BASELINES, PRECISIONS, OperandFormat, baseline_name
 
 NAME = re.compile(r"^[0-9a-z][0-9a-z_]*$")
+ENTRY_PREFIX = "sgemm_"   # every kernel entry point; compute-sanitizer filters on it
 ARCH = re.compile(r"^sm_(\d+)(a?)$")
 SWIZZLES = ("none", "32B", "64B", "128B")
 
@@ -172,6 +173,10 @@ class KernelSpec:
         where = f"kernel {self.name!r}"
         if not NAME.match(self.name):
             raise ValueError(f"{where}: names use lower-case letters, digits and _ only")
+        bad = [e for e in self.entries if not e.startswith(ENTRY_PREFIX)]
+        if bad:
+            raise ValueError(f"{where}: entry points start with {ENTRY_PREFIX!r} (ci/memcheck.sh "
+                             f"instruments kernels by that prefix): {bad}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"{where}: precision must be one of {PRECISIONS}")
         if self.b_layout not in B_LAYOUTS:

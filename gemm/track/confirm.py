@@ -10,7 +10,9 @@ this runner's calibrated noise (gemm.track.calibration) pooled in; series still 
 measured again, alone. The family-wise error rate `alpha` holds over every comparison of the
 commit and every look (Bonferroni over both). An A/A control (each reference's first
 processes against its last) guards the run: if the same code moved, the rounds are discarded
-and measured once more; if it moves again, what is undecided is UNRESOLVED.
+and measured once more; if it moves again, what is undecided is UNRESOLVED. So is what is
+undecided when the A/B's time budget is spent (no new round starts past it; the per-commit
+job stays bounded).
 
 Where no A/B can be made (a reference cannot be checked out or measured) the judged commit's
 own code is re-measured and compared with the history's screen. Without a GPU, a verdict kept
@@ -20,6 +22,7 @@ candidate fails as unconfirmed.
 from __future__ import annotations
 
 import math
+import time
 
 from ..core import stats
 from . import abtest, decision
@@ -135,7 +138,12 @@ class ABRun:
 
     def run(self) -> None:
         restarts, n = 0, 0
+        t0 = time.monotonic()
         while n < self.cfg.max_rounds and self.undecided():
+            if n >= self.cfg.min_rounds and time.monotonic() - t0 > self.cfg.budget_s:
+                self.finish(f"out of the A/B time budget ({self.cfg.budget_s:.0f} s) after "
+                            f"{n} rounds")
+                return
             n += 1
             self.measure_round(n)
             if n < self.cfg.min_rounds:

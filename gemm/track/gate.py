@@ -58,6 +58,7 @@ class GateConfig:
     max_rounds: int = 5          # then UNRESOLVED
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
+    budget_s: float = 300.0      # A/B wall time; no new round starts past it
 
     def validate(self) -> None:
         if self.k <= 0 or self.window < 1:
@@ -69,6 +70,8 @@ class GateConfig:
                                  f"({', '.join(sorted(names))}), got {d}")
         if not 0 < self.alpha < 1 or not 1 <= self.min_rounds <= self.max_rounds:
             raise ValueError("0 < alpha < 1 and 1 <= min_rounds <= max_rounds")
+        if self.budget_s <= 0:
+            raise ValueError("the A/B time budget must be positive")
 
     def screen_for(self, size: str) -> float:
         return self.screen[size_class(size)]
