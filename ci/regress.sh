@@ -7,4 +7,5 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 gemm regress --machine "$(machine)" --results "$RESULTS" --verdicts "$VERDICTS" \
   --calibration "${CALIBRATION:-calibration}" \
-  --commit "$(git rev-parse "${COMMIT:-HEAD}")" --record-verdicts --json "$OUT/regress.json" "$@"
+  --commit "$(git rev-parse "${COMMIT:-HEAD}")" --record-verdicts --json "$OUT/regress.json" \
+  ${REGRESS_ARGS:-} "$@"

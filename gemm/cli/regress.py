@@ -45,7 +45,7 @@ def add_arguments(p) -> None:
                    help="rounds before a candidate is UNRESOLVED (default 5)")
     p.add_argument("--strict", action="store_true", help="an UNRESOLVED candidate fails too")
     p.add_argument("--budget", type=float, default=GateConfig.budget_s, metavar="S",
-                   help="A/B wall time: no new round starts after S seconds (default 300)")
+                   help="A/B wall time: no new round starts after S seconds (default 180)")
     p.add_argument("--window", type=int, default=GateConfig.window,
                    help="earlier commits in the history (default 10)")
     p.add_argument("--anchor", default=None, metavar="REV",

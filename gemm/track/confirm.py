@@ -140,7 +140,7 @@ class ABRun:
         restarts, n = 0, 0
         t0 = time.monotonic()
         while n < self.cfg.max_rounds and self.undecided():
-            if n >= self.cfg.min_rounds and time.monotonic() - t0 > self.cfg.budget_s:
+            if n >= 1 and time.monotonic() - t0 > self.cfg.budget_s:
                 self.finish(f"out of the A/B time budget ({self.cfg.budget_s:.0f} s) after "
                             f"{n} rounds")
                 return

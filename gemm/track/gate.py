@@ -58,7 +58,7 @@ class GateConfig:
     max_rounds: int = 5          # then UNRESOLVED
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
-    budget_s: float = 300.0      # A/B wall time; no new round starts past it
+    budget_s: float = 180.0      # A/B wall time; no new round starts past it
 
     def validate(self) -> None:
         if self.k <= 0 or self.window < 1:
