@@ -4,9 +4,11 @@
 # kernels (names starting sgemm_) are instrumented, cuBLAS and the harness run natively. Any
 # out-of-bounds or misaligned access fails it.
 # MEMCHECK=auto (default): only when kernels/ or the launch path (gemm/cuda, gemm/core) changed
-# since the last commit recorded here (it takes longer than the rest of the job); 1: always.
+# since the last commit recorded here (it takes longer than the rest of the job); 1: always;
+# 0: never.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+if [ "${MEMCHECK:-auto}" = 0 ]; then echo "memcheck: skipped (MEMCHECK=0)"; exit 0; fi
 if [ "${MEMCHECK:-auto}" = auto ]; then
   if prev=$(last_recorded) && git diff --quiet "$prev" HEAD -- kernels gemm/cuda gemm/core; then
     echo "memcheck: skipped: no kernel or launch code changed since ${prev:0:10} (MEMCHECK=1 runs it)"

@@ -137,7 +137,7 @@ def test_a_machine_shift_is_dismissed(stub_repo, gpu_here, capsys):
                                   (shas[3], 29.0)])
     assert gate(stub_repo, res) == 0
     out = capsys.readouterr().out
-    assert "noise" in out and "A/B vs " + shas[0][:10] in out   # nearest the median (30.0)
+    assert "noise" in out and "A/B vs " + shas[2][:10] in out   # the newest earlier run
     assert "REGRESSION" not in out
 
 
@@ -149,10 +149,10 @@ def test_a_code_regression_is_confirmed_and_named(stub_repo, gpu_here, capsys):
     assert gate(stub_repo, res, "--json", str(stub_repo.parent / "v.json")) == 1
     out = capsys.readouterr().out
     assert "REGRESSION: 05_2d at 4096: TFLOPS DROP" in out
-    assert "A/B vs " + shas[2][:10] + " here: -3.33 % [-3.33 %, -3.33 %] (4 vs 4 processes" in out
+    assert "A/B vs " + shas[2][:10] + " here: -3.33 % [-3.33 %, -3.33 %] (2 vs 2 processes" in out
     rows = json.loads((stub_repo.parent / "v.json").read_text())["rows"]
     tf = [r for r in rows if r["metric"] == "tflops"][0]
-    assert (tf["ab_reference"], tf["ab_new"], tf["reference"]) == (30.0, 29.0, shas[2])  # a tie: the latest
+    assert (tf["ab_reference"], tf["ab_new"], tf["reference"]) == (30.0, 29.0, shas[2])  # the newest earlier run
 
 
 def test_recorded_verdicts_stand_in_for_a_gpu_but_only_for_that_value(stub_repo, monkeypatch,

@@ -158,7 +158,7 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 1
     rows = json.loads((repo.parent / "r.json").read_text())["rows"]
-    assert all(r["effects"][0]["dof"] == 40 + 6 for r in rows)      # 4 vs 4 processes + 40
+    assert all(r["effects"][0]["dof"] == 40 + 2 for r in rows)      # 2 vs 2 processes + 40
 
 
 def test_the_anchor_is_found_by_flag_tag_or_file(repo, tmp_path):

@@ -40,7 +40,7 @@ def add_arguments(p) -> None:
     p.add_argument("--alpha", type=float, default=GateConfig.alpha,
                    help="family-wise error rate of the commit's A/B (default 1e-3)")
     p.add_argument("--min-rounds", type=int, default=GateConfig.min_rounds,
-                   help="A B B A rounds before the first decision (default 2)")
+                   help="A B B A rounds before the first decision (default 1)")
     p.add_argument("--max-rounds", type=int, default=GateConfig.max_rounds,
                    help="rounds before a candidate is UNRESOLVED (default 5)")
     p.add_argument("--strict", action="store_true", help="an UNRESOLVED candidate fails too")

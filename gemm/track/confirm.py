@@ -2,8 +2,8 @@
 
 A candidate may be the code or the machine (the history was recorded on other GPUs of the same
 name). Where a GPU is present it is decided by an A/B (gemm.track.abtest): the new commit's
-code against the code of each commit it was flagged against (the history's reference, the run
-nearest the history median; the anchor), all measured here in palindromic rounds (R N N R),
+code against the code of each commit it was flagged against (the history's reference, the
+newest earlier recorded commit; the anchor), all measured here in palindromic rounds (R N N R),
 each arm in its own processes. After `min_rounds` rounds, and after each round up to
 `max_rounds`, gemm.track.decision decides each comparison from the per-process values, with
 this runner's calibrated noise (gemm.track.calibration) pooled in; series still ambiguous are

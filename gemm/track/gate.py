@@ -54,7 +54,7 @@ class GateConfig:
     screen: dict = field(default_factory=lambda: dict(SCREEN))
     min_effect: dict = field(default_factory=lambda: dict(MIN_EFFECT))
     alpha: float = 1e-3          # family-wise error rate of one commit's A/B
-    min_rounds: int = 2          # A B B A rounds before the first decision
+    min_rounds: int = 1          # A B B A rounds before the first decision
     max_rounds: int = 5          # then UNRESOLVED
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
@@ -115,7 +115,7 @@ class Row:
     verdict: str               # ok | improved | drop? | DROP | noise | UNRESOLVED | FAILED | MISSING | new | skipped
     note: str = ""
     remeasured: float | None = None
-    reference: str | None = None      # commit of the earlier run nearest the history median
+    reference: str | None = None      # the newest earlier commit with this series (the A/B's)
     ref_value: float | None = None    # its recorded value
     ab_reference: float | None = None  # A/B: median of the reference code's process values ...
     ab_new: float | None = None        # ... and of the new code's, measured here
@@ -154,15 +154,14 @@ def judge(history: list, new, screen: float, k: float = 4.0):
     return "ok", centre, change, rel_bound
 
 
-def reference(history: list[tuple[str, object]], centre: float) -> tuple[str | None, float | None]:
-    """(commit, value) of the earlier run nearest the history median; the latest on a tie."""
-    best = None
-    for i, (commit, p) in enumerate(history):
+def reference(history: list[tuple[str, object]]) -> tuple[str | None, float | None]:
+    """(commit, value) of the newest earlier run with a value: the code the A/B measures the
+    new code against. One commit for (nearly) every series, so one A/B serves them all; a
+    slow drift over several commits is the anchor's to catch."""
+    for commit, p in reversed(history):
         if finite(p.value):
-            key = (abs(p.value - centre), -i)
-            if best is None or key < best[0]:
-                best = (key, commit, p.value)
-    return (best[1], best[2]) if best else (None, None)
+            return commit, p.value
+    return None, None
 
 
 def select(runs, commit: str | None):
@@ -211,7 +210,7 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
             continue  # else: no longer part of the suite (kernel or size removed)
         screen = cfg.screen_for(key.size)
         verdict, centre, change, bound = judge(hist, new, screen, cfg.k)
-        ref, ref_value = reference(pairs, centre) if centre is not None else (None, None)
+        ref, ref_value = reference(pairs) if centre is not None else (None, None)
         row = Row(key.target, key.size, key.metric, n_hist, centre, new.value, change,
                   bound, verdict, reference=ref, ref_value=ref_value,
                   min_effect=cfg.effect_for(key.size))
