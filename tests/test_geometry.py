@@ -55,3 +55,10 @@ def test_edge_block_count():
         right = -(-M // 64) if N % 64 else 0
         bottom = N // 64 if M % 64 else 0
         assert edge_blocks(M, N, 64, 64) == right + bottom
+
+
+def test_persistent_grid():
+    from gemm.core.geometry import persistent_grid
+    assert persistent_grid((16, 32, 1), 132) == (132, 1, 1)
+    assert persistent_grid((3, 2, 1), 132) == (6, 1, 1)
+    assert persistent_grid((1, 1, 1), 132) == (1, 1, 1)

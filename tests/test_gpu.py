@@ -51,6 +51,13 @@ def precision(target: str) -> str:
     return BASELINE_PRECISION.get(target) or registry.get(target).precision
 
 
+def tma_refuses(spec, p: Problem) -> bool:
+    """TMA's rule, from the shape alone: every operand's row stride (A: K elements; B: K when
+    stored N x K, else N) must be a multiple of 16 bytes."""
+    elt = spec.operands.in_bytes
+    return any(n * elt % 16 for n in (p.K, p.K if spec.b_layout == "nk" else p.N))
+
+
 @pytest.mark.parametrize("alpha,beta", shapes.CHECK_AB, ids=lambda v: str(v))
 @pytest.mark.parametrize("prob", SHAPES, ids=lambda p: p.label)
 @pytest.mark.parametrize("target", TARGETS)
@@ -62,6 +69,14 @@ def test_target_is_correct(checker, target, prob, alpha, beta):
         t = open_target(target)
     except Unsupported as exc:
         pytest.skip(str(exc))
+    spec = registry.registry().get(target)
+    if spec is not None and spec.tma and tma_refuses(spec, p):
+        try:                       # TMA cannot address these rows: refused before any launch
+            with pytest.raises(ValueError, match="TMA needs"):
+                t.launcher(p)
+        finally:
+            t.close()
+        return
     ops, ref = case(checker, p, operand_format(target))
     try:
         v = checker.check(t.launcher(p), ops, p, precision(target), ref)
@@ -239,3 +254,45 @@ def test_graph_replay_runs_the_same_launches(checker):
     assert check_host(out, a, b, None, 10.0, 0.0, "fp32").ok   # 10 launches
     for buf in (da, db, dc):
         buf.free()
+
+
+ECHO = r'''
+#include "hopper.cuh"
+extern "C" __global__ void echo(const __grid_constant__ TmaMap ma, const __grid_constant__ TmaMap mb,
+                                int M, int N, int K, float alpha, const float* A, const float* B,
+                                float beta, float* C) {
+    unsigned long long* o = reinterpret_cast<unsigned long long*>(C);
+    for (int i = 0; i < 16; ++i) { o[i] = ma.opaque[i]; o[16 + i] = mb.opaque[i]; }
+    o[32] = M; o[33] = N; o[34] = K; o[35] = __float_as_uint(alpha);
+    o[36] = reinterpret_cast<unsigned long long>(A); o[37] = reinterpret_cast<unsigned long long>(B);
+    o[38] = __float_as_uint(beta); o[39] = reinterpret_cast<unsigned long long>(C);
+}'''
+
+
+def test_tma_parameters_reach_the_kernel(checker):
+    """The packed parameters of a TMA kernel (padding, two maps, the scalars) arrive where the
+    kernel reads them: a kernel with the same parameter list echoes what it received."""
+    from pycuda.compiler import SourceModule
+    from gemm.core.registry import kernels_dir
+    from gemm.core.tensormaps import plans
+    from gemm.cuda import device
+    from gemm.cuda.launch import param_format, param_head
+    from gemm.cuda.tma import TensorMaps
+    if device.info().arch != "sm_90":
+        pytest.skip(f"TMA kernels are built for sm_90a; this device is {device.info().arch}")
+    spec = registry.get("13")
+    drv = checker.drv
+    f = SourceModule(ECHO, arch="sm_90a", no_extern_c=True,
+                     include_dirs=[str(kernels_dir())]).get_function("echo")
+    f.prepare(param_format(spec, "sm_90a"))
+    out = drv.mem_alloc(8 * 40)
+    a, b = 0x7F0000001000, 0x7F0000002000
+    maps = TensorMaps(plans(spec, Problem(300, 200, 64))).encode(a, b)
+    f.prepared_call((1, 1), (1, 1, 1), *param_head(spec, "sm_90a", maps), 300, 200, 64, 1.5, a,
+                    b, -0.25, int(out))
+    got = np.empty(40, dtype=np.uint64)
+    drv.memcpy_dtoh(got, out)
+    out.free()
+    assert got[:32].tobytes() == maps[0] + maps[1]
+    f32 = lambda x: int(np.float32(x).view(np.uint32))
+    assert [int(x) for x in got[32:40]] == [300, 200, 64, f32(1.5), a, b, f32(-0.25), int(out)]

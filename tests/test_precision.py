@@ -159,3 +159,50 @@ def test_tma_plans_check_alignment_before_launch(tmp_path):
 def test_registered_kernels_match_their_precision():
     for s in registry.registry().values():
         assert s.baseline == P.baseline_name(s.precision, s.b_layout)
+
+
+def test_persistent_field(tmp_path):
+    tf = BASE + 'precision = "tf32"\nbaseline = "cublas_tf32"\n'
+    assert _load(tmp_path, tf + "persistent = true\n")["x"].persistent
+    assert not _load(tmp_path, tf)["x"].persistent
+    with pytest.raises(ValueError, match="persistent"):
+        _load(tmp_path, tf + 'persistent = true\nedge = "sgemm_e"\n')
+
+
+@pytest.mark.parametrize("name", [s.name for s in registry.registry().values() if s.tma])
+def test_registered_tma_kernels_refuse_exactly_the_unaddressable_shapes(name):
+    """Over the correctness gate's shapes, plans() raises for a shape iff a row stride of A or B
+    (as stored) is not a multiple of 16 bytes, and every shape it takes has a launch plan."""
+    from gemm.core import shapes
+    from gemm.core.geometry import plan
+    from gemm.core.tensormaps import plans
+    spec = registry.get(name)
+    elt = spec.operands.in_bytes
+    taken = 0
+    for prob in shapes.problems(shapes.CHECK_SHAPES):
+        b_row = prob.K if spec.b_layout == "nk" else prob.N
+        if (prob.K * elt) % 16 or (b_row * elt) % 16:
+            with pytest.raises(ValueError, match="TMA needs"):
+                plans(spec, prob)
+        else:
+            assert len(plans(spec, prob)) == len(spec.tma) and plan(spec, prob)
+            taken += 1
+    assert taken >= 7
+
+
+def test_tensor_map_arguments_pass_the_bindings_type_checks():
+    """cuda-bindings' cuTensorMapEncodeTiled takes cuuint64_t / cuuint32_t lists, not plain ints
+    (a TypeError before the driver is reached). Without a driver it gets as far as loading it;
+    with one it returns the 128 bytes of the map."""
+    pytest.importorskip("cuda.bindings.driver")
+    from gemm.core.tensormaps import MapPlan
+    from gemm.cuda.tma import encode
+    plan_ = MapPlan("A", "float32", (64, 300), 256, (32, 128), "128B")
+    try:
+        out = encode(plan_, 0x7F0000001000)
+    except TypeError as exc:
+        pytest.fail(f"the bindings refused the arguments: {exc}")
+    except Exception as exc:   # no driver library here: the call got past the conversions
+        assert "cuda" in str(exc).lower() or "driver" in str(exc).lower(), exc
+        return
+    assert isinstance(out, bytes) and len(out) == 128

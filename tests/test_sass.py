@@ -64,3 +64,38 @@ def test_the_check_can_fail(nvcc, cuobjdump, tmp_path):
     spec = registry.get("05")
     found = mnemonics(sass_of(nvcc, cuobjdump, spec, spec.main, tmp_path))
     assert "FFMA" in found and not any(f.startswith("LDG.E.128") for f in found)
+
+
+TMA_SPECS = [s for s in registry.registry().values() if s.tma]
+
+
+@pytest.mark.parametrize("spec", TMA_SPECS, ids=lambda s: s.name)
+def test_tma_parameter_layout_matches_the_packed_buffer(nvcc, cuobjdump, spec, tmp_path):
+    """The launcher packs [padding][maps][M N K alpha A B beta C] (gemm.cuda.launch) and the
+    driver copies that buffer to the start of the parameter space: every parameter's offset
+    that ptxas recorded (EIATTR_KPARAM_INFO) must be where the packing puts it."""
+    import struct
+    from gemm.cuda.launch import param_format, param_head, tma_param_pad
+    arch = target_arch(spec, "sm_90")
+    cubin = tmp_path / f"{spec.name}.cubin"
+    out = subprocess.run([nvcc, "--cubin", "-arch", arch, *nvcc_options(spec),
+                          f"-I{kernels_dir()}", "-o", str(cubin), str(spec.path)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    env = {**os.environ, "PATH": os.path.dirname(cuobjdump) + os.pathsep + os.environ["PATH"]}
+    elf = subprocess.run([cuobjdump, "-elf", str(cubin)], capture_output=True, text=True,
+                         env=env).stdout
+    found = {int(o, 16): int(off, 16) for o, off in
+             re.findall(r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*(0x[0-9a-f]+)", elf)}
+    n = len(spec.tma)
+    assert len(found) == n + 8, found
+    # where struct (native alignment, as PyCUDA's packer) puts each parameter
+    fmt = param_format(spec, arch)
+    pad = tma_param_pad(arch)
+    want = [pad + 128 * i for i in range(n)]
+    scalars = "iiifPPfP"
+    for i in range(len(scalars)):
+        want.append(struct.calcsize(fmt[:len(fmt) - len(scalars) + i + 1]) -
+                    struct.calcsize(scalars[i]))
+    assert [found[i] for i in range(n + 8)] == want
+    assert len(param_head(spec, arch, (b"m" * 128,) * n)) == n + 1

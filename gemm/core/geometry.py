@@ -55,6 +55,14 @@ def plan(spec: KernelSpec, prob: Problem) -> list[tuple[str, Grid]]:
     return calls
 
 
+def persistent_grid(tiles: Grid, sms: int) -> Grid:
+    """The launch grid of a persistent kernel (registry `persistent`) whose tile grid is
+    `tiles`: one block per SM, fewer when there are fewer tiles. The blocks stride over the
+    same tiles (tile_cover), so what C they cover does not change."""
+    n = tiles[0] * tiles[1] * tiles[2]
+    return (max(1, min(n, sms)), 1, 1)
+
+
 def tile_cover(spec: KernelSpec, prob: Problem) -> list[tuple[int, int]]:
     """Tile origins (row0, col0) the launch covers: the Python twin of the CUDA mapping,
     used by the CPU tests to prove every element of C belongs to exactly one block."""

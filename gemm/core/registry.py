@@ -116,6 +116,7 @@ class KernelSpec:
     b_layout: str = "kn"           # B as K x N row-major, or "nk": stored N x K (K-major)
     smem_expr: int | str = 0       # dynamic shared memory per block, bytes (expression)
     tma: tuple = ()                # TmaOperand: tensor maps passed first, by value
+    persistent: bool = False       # launched as min(tiles, SMs) blocks that stride over the tiles
     summary: str = ""
 
     def with_defines(self, **overrides: int) -> "KernelSpec":
@@ -205,6 +206,8 @@ class KernelSpec:
             raise ValueError(f"{where}: align must be a positive integer")
         if self.align > 1 and not self.fallback and not self.tma:
             raise ValueError(f"{where}: align = {self.align} needs a fallback entry for other shapes")
+        if self.persistent and self.split:
+            raise ValueError(f"{where}: a persistent kernel has one entry over all tiles, no edge")
         if not isinstance(self.inject_delay, (int, float)) or not 0 <= self.inject_delay < 1:
             raise ValueError(f"{where}: inject_delay is a share of the kernel's time in [0, 1)")
         unknown = set(self.tune) - set(self.defines)
@@ -215,7 +218,7 @@ class KernelSpec:
 
 _KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
          "precision", "baseline", "arch", "sass", "tune", "tuned", "inject_delay", "summary",
-         "b_layout", "smem", "tma"}
+         "b_layout", "smem", "tma", "persistent"}
 _TMA_KEYS = {"operand", "box", "swizzle"}
 _REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
 
@@ -243,6 +246,7 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
         sass=tuple(entry.get("sass", ())), tune=dict(entry.get("tune", {})),
         tuned=bool(entry.get("tuned", False)), inject_delay=entry.get("inject_delay", 0.0),
         b_layout=entry.get("b_layout", "kn"), smem_expr=entry.get("smem", 0), tma=tuple(tma),
+        persistent=bool(entry.get("persistent", False)),
         summary=entry.get("summary", ""))
     spec.validate()
     return spec

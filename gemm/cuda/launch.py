@@ -3,21 +3,56 @@ tuned constants of gemm.core.tuning where the kernel has them).
 
 Every kernel takes (int M, int N, int K, float alpha, const A*, const B*, float beta, float* C).
 A kernel whose registry entry lists `tma` maps takes those first, by value (128-byte
-CUtensorMap each, `const __grid_constant__ CUtensorMap`), in the order listed; they sit at
-offsets 0, 128, ... of the parameter buffer, so their 64-byte alignment holds, and the scalars
-follow at 128 * n. The maps hold A's and B's addresses, so they are encoded (gemm.cuda.tma)
-for each new pair of pointers and kept for the next launch on the same pair. `smem` (bytes)
-is passed as the launch's dynamic shared memory.
+CUtensorMap each, `const __grid_constant__ CUtensorMap`), in the order listed, then the
+scalars. PyCUDA hands the driver one packed parameter buffer, which the driver copies to the
+start of the kernel's parameter space; that space begins at constant-bank offset 0x210 on
+sm_90, and the compiler places a 64-byte-aligned parameter at a 64-byte-aligned bank address,
+so the first map sits 48 bytes into the space (ptxas's KPARAM_INFO: offset 0x30). The buffer
+therefore starts with `tma_param_pad` bytes of padding, then the maps (128 bytes each), then
+the scalars at their natural alignment. The maps hold A's and B's addresses, so they are
+encoded (gemm.cuda.tma) for each new pair of pointers and kept for the next launch on the
+same pair. `smem` (bytes)
+is passed as the launch's dynamic shared memory. A `persistent` kernel gets min(tiles, SMs)
+blocks in a 1-D grid instead of one block per tile (gemm.core.geometry.persistent_grid); each
+block walks the tiles b, b + gridDim.x, ... of the same tile grid.
 """
 from __future__ import annotations
 
-from ..core.geometry import plan
+from ..core.geometry import persistent_grid, plan
 from ..core.problem import Problem
 from ..core.registry import KernelSpec
 from ..core.tuning import resolve
 
 # (int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C)
 SIGNATURE = "iiifPPfP"
+
+# Where a kernel's parameter space starts in constant bank 0, per GPU family (sm_XY, no "a").
+PARAM_BANK_BASE = {"sm_90": 0x210}
+
+
+def tma_param_pad(arch: str) -> int:
+    """Bytes before the first (64-byte-aligned) tensor map in the packed parameter buffer of a
+    kernel built for `arch` (sm_90a -> 48). ValueError for a family whose layout is unknown."""
+    family = arch[:-1] if arch.endswith("a") else arch
+    if family not in PARAM_BANK_BASE:
+        raise ValueError(f"no known parameter-bank layout for {arch}: TMA kernels run on "
+                         f"{sorted(PARAM_BANK_BASE)} only")
+    return -PARAM_BANK_BASE[family] % 64
+
+
+def param_format(spec: KernelSpec, arch: str) -> str:
+    """The PyCUDA (struct) format of a kernel's packed parameters; see param_head."""
+    if not spec.tma:
+        return SIGNATURE
+    return f"{tma_param_pad(arch)}s" + "128s" * len(spec.tma) + SIGNATURE
+
+
+def param_head(spec: KernelSpec, arch: str, maps: tuple) -> tuple:
+    """The values that come before (M, N, K, ...) in the packed parameters: the padding and
+    the encoded maps of a TMA kernel, nothing for the others."""
+    if not spec.tma:
+        return ()
+    return (bytes(tma_param_pad(arch)), *maps)
 
 
 def launcher(spec: KernelSpec, prob: Problem):
@@ -33,8 +68,12 @@ def launcher(spec: KernelSpec, prob: Problem):
         from .tma import TensorMaps
         maps = TensorMaps(plans(spec, prob))   # ValueError for unaligned strides
     k = load(spec)
+    if spec.persistent:
+        calls_plan = [(e, persistent_grid(g, info().sms)) for e, g in calls_plan]
     calls = [(k.functions[entry], grid) for entry, grid in calls_plan]
-    sig = "128s" * len(spec.tma) + SIGNATURE
+    from .loader import target_arch
+    arch = target_arch(spec, info().arch)
+    sig = param_format(spec, arch)
     for f, _ in calls:
         f.prepare(sig)
     block, smem = spec.block, spec.smem
@@ -42,7 +81,7 @@ def launcher(spec: KernelSpec, prob: Problem):
     alpha, beta = float(prob.alpha), float(prob.beta)
 
     def launch(a, b, c, stream=None):
-        head = maps.encode(int(a), int(b)) if maps is not None else ()
+        head = param_head(spec, arch, maps.encode(int(a), int(b))) if maps is not None else ()
         for f, grid in calls:
             f.prepared_async_call(grid[:2], block, stream, *head, M, N, K, alpha, int(a),
                                   int(b), beta, int(c), shared_size=smem)

@@ -15,9 +15,11 @@ def encode(p, address: int) -> bytes:
     from cuda.bindings import driver as d
     if address % 16:
         raise ValueError(f"TMA needs {p.operand}'s address 16-byte aligned, got {address:#x}")
+    u32, u64 = d.cuuint32_t, d.cuuint64_t   # the bindings take these, not plain ints, in lists
     err, tmap = d.cuTensorMapEncodeTiled(
-        getattr(d.CUtensorMapDataType, _DTYPE[p.dtype]), 2, address, list(p.dims),
-        [p.row_stride], list(p.box), [1, 1], d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(d.CUtensorMapDataType, _DTYPE[p.dtype]), 2, address, [u64(x) for x in p.dims],
+        [u64(p.row_stride)], [u32(x) for x in p.box], [u32(1), u32(1)],
+        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         getattr(d.CUtensorMapSwizzle, _SWIZZLE[p.swizzle]),
         d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
