@@ -62,3 +62,22 @@ def test_persistent_grid():
     assert persistent_grid((16, 32, 1), 132) == (132, 1, 1)
     assert persistent_grid((3, 2, 1), 132) == (6, 1, 1)
     assert persistent_grid((1, 1, 1), 132) == (1, 1, 1)
+
+
+def test_a_shape_a_kernel_refuses_by_contract_is_unsupported_not_failed():
+    from gemm.core.geometry import unsupported
+    from gemm.core.registry import get
+    from gemm.core import metrics
+    from gemm.record.suite import samples
+    odd = Problem.parse("3001x2999x3003")
+    assert "TMA needs" in unsupported(get("13"), odd)            # K % 4 != 0: TMA's rule
+    assert unsupported(get("13"), Problem.parse("4096")) is None
+    assert unsupported(get("09"), odd) is None                   # 09 has a fallback entry
+    rec = {"kernel": "13_tf32_wgmma_tma", "size": odd.label, "status": "unsupported",
+           "error": unsupported(get("13"), odd)}
+    import pytest
+    with pytest.raises(NotImplementedError):                     # asv records a skip
+        samples({"records": [rec]}, metrics.TFLOPS, odd.label)
+    rec["status"] = "error"
+    with pytest.raises(RuntimeError):                            # a real failure: null
+        samples({"records": [rec]}, metrics.TFLOPS, odd.label)

@@ -56,6 +56,8 @@ def check_line(rec: dict) -> str:
                        f"{worst['max_err_over_tol']:.3g}  rel err {worst['rel_fro_error']:.2e}"
                        + ("" if rec["status"] == "ok" else f"  ({rec['error']})"))
     err = (rec.get("error") or "").splitlines()
+    if rec["status"] == "unsupported":
+        return base + f"SKIP  unsupported: {err[0][:200] if err else ''}"
     return base + f"FAIL  {rec['status']}: {err[0][:200] if err else ''}"
 
 
@@ -82,13 +84,23 @@ def summary_table(records: list[dict]) -> str:
     return table(["TFLOPS (% of cuBLAS)"] + sizes, rows)
 
 
+def kernel_label(name: str) -> str:
+    """A kernel's name with its precision where it is not FP32 ("13_tf32_wgmma_tma [TF32]")."""
+    from ..core import registry
+    try:
+        p = registry.get(name).precision
+    except ValueError:        # retired from the registry; its history stays
+        return name
+    return name if p == "fp32" else f"{name} [{p.upper()}]"
+
+
 def regress_table(rows, commit: str) -> str:
     def f(x, pct=False):
         if x is None:
             return "-"
         return f"{100 * x:+.2f} %" if pct else f"{x:.4g}"
 
-    body = [[r.kernel, r.size, metrics.get(r.metric).label, f"{f(r.centre)} (n={r.n_hist})",
+    body = [[kernel_label(r.kernel), r.size, metrics.get(r.metric).label, f"{f(r.centre)} (n={r.n_hist})",
              f(r.new), f(r.change, True), f(None if r.bound is None else -r.bound, True),
              r.verdict, r.note] for r in rows]
     head = f"gemm regress: commit {commit[:10]} against the history before it\n"

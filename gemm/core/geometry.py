@@ -55,6 +55,18 @@ def plan(spec: KernelSpec, prob: Problem) -> list[tuple[str, Grid]]:
     return calls
 
 
+def unsupported(spec: KernelSpec, prob: Problem) -> str | None:
+    """Why `spec` refuses `prob` by its launch contract (an `align` without a fallback, TMA's
+    16-byte row strides), or None. Pure: asked before anything reaches the GPU."""
+    from .tensormaps import plans
+    try:
+        plan(spec, prob)
+        plans(spec, prob)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def persistent_grid(tiles: Grid, sms: int) -> Grid:
     """The launch grid of a persistent kernel (registry `persistent`) whose tile grid is
     `tiles`: one block per SM, fewer when there are fewer tiles. The blocks stride over the

@@ -189,6 +189,13 @@ def run_job(spec: dict) -> int:
             rec.update(status="compile_error", error=job.compile_error)
             emit(TAG, rec)
             continue
+        if job.spec is not None:   # a shape the kernel refuses by contract: not a failure
+            from ..core.geometry import unsupported
+            why = unsupported(job.spec, prob)
+            if why:
+                rec.update(status="unsupported", error=why)
+                emit(TAG, rec)
+                continue
         ops = None
         try:
             if job.kernel is not None:

@@ -50,6 +50,8 @@ def _record(cache: dict, size: str) -> dict:
 def samples(cache: dict, metric: metrics.Metric, size: str) -> dict:
     """asv's sample protocol for one series; raises for a failed kernel (asv records null)."""
     rec = _record(cache, size)
+    if rec["status"] == "unsupported":   # refused by the kernel's launch contract: a skip
+        raise NotImplementedError(f"{rec['kernel']} {size}: {rec.get('error')}")
     if rec["status"] != "ok":
         raise RuntimeError(f"{rec['kernel']} {size}: {rec['status']}: {rec.get('error')}")
     if rec.get("role") == "baseline":
@@ -71,23 +73,36 @@ def _own_setup_cache(module: str, target: str, key: str):
     return setup_cache
 
 
-def _track(metric: metrics.Metric, baseline: bool):
+def unit_for(metric: metrics.Metric, spec=None) -> str:
+    """The unit asv shows, with the arithmetic: 'TFLOPS (TF32)', '% of cublas_tf32_nk'."""
+    if spec is None or spec.precision == "fp32":
+        return metric.unit
+    if metric.key == "pct_of_cublas":
+        return f"% of {spec.baseline} ({spec.precision.upper()})"
+    if metric.key == "tflops":
+        return f"TFLOPS ({spec.precision.upper()})"
+    return metric.unit
+
+
+def _track(metric: metrics.Metric, baseline: bool, spec=None):
     if baseline:
         def track(self, cache, baseline_name, size):
             return samples(cache[baseline_name], metric, size)
     else:
         def track(self, cache, size):
             return samples(cache, metric, size)
-    track.unit = metric.unit
+    track.unit = unit_for(metric, spec)
     track.version = metrics.version(metric, SUITE, baseline=baseline)
     return track
 
 
 def kernel_class(module: str, kernel: str) -> type:
+    spec = registry.get(kernel)
     attrs = {"params": [SIZES], "param_names": ["size"], "timeout": TRACK_TIMEOUT_S,
              "setup_cache": _own_setup_cache(module, kernel, kernel),
-             "__doc__": f"{kernel}: {registry.get(kernel).summary}"}
-    attrs.update({f"track_{m.key}": _track(m, False) for m in metrics.KERNEL_METRICS})
+             "__doc__": f"{kernel} [{spec.precision.upper()}, against {spec.baseline}]: "
+                        f"{spec.summary}"}
+    attrs.update({f"track_{m.key}": _track(m, False, spec) for m in metrics.KERNEL_METRICS})
     return type(metrics.kernel_class(kernel), (), attrs)
 
 
