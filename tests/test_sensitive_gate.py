@@ -196,7 +196,7 @@ def test_drift_in_small_steps_fails_against_the_anchor_and_names_the_commits(rep
     tf = next(r for r in report["rows"] if r["metric"] == "tflops")
     assert tf["verdict"] == "DROP" and base[-1] in tf["against"]
     named = {c["commit"] for c in tf["changepoints"]}
-    assert named and named <= set(chain)
+    assert named and named <= set(chain) and all(c["change"] < 0 for c in tf["changepoints"])
 
 
 def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch, capsys):

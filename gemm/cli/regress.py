@@ -191,15 +191,17 @@ def main(args) -> int:
     print(regress_table(shown, new_run.commit) if shown else
           f"gemm regress: commit {new_run.commit[:10]}: every series within noise of its history")
     for r in rows:
-        for cp in r.changepoints:
-            if "commit" in cp:
-                print(f"drift: {r.kernel} at {r.size}: {r.label} stepped at {cp['commit'][:10]} "
-                      f"({100 * cp['change']:+.2f} %: {cp['before']:.4g} -> {cp['after']:.4g})")
+        steps = [f"{cp['commit'][:10]} {100 * cp['change']:+.2f} %" for cp in r.changepoints
+                 if "commit" in cp]
+        if steps:   # over the recorded history: code or machine; the A/B verdicts tell which
+            print(f"steps: {r.kernel} at {r.size}, {r.label}: " + ", ".join(steps))
     print(f"\n{len(rows)} series on {machine}: "
           + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     bad = failed(rows, cfg)
     for r in bad:
         change = "" if r.change is None else f"{100 * r.change:+.2f} %"
+        if r.anchor_change is not None:
+            change += f" (anchor {r.anchor[:10]}: {100 * r.anchor_change:+.2f} %)"
         print(f"REGRESSION: {r.kernel} at {r.size}: {metrics.get(r.metric).label} {r.verdict} "
               f"({change} {r.note})".replace("( ", "(").rstrip())
     code = 1 if bad else 0

@@ -73,10 +73,13 @@ def is_ancestor(repo, older: str, newer: str) -> bool:
 PENALTY = 4.0
 
 
-def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
-    """Where a higher-is-better series stepped down: [{"commit", "before", "after", "change"}],
-    oldest first (before / after: the mean levels of the segments on each side).
-    `points`: (commit, value) over the recorded history, oldest first."""
+def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY,
+                 downs_only: bool = False) -> list[dict]:
+    """Where a higher-is-better series stepped: [{"commit", "before", "after", "change"}],
+    oldest first (before / after: the mean levels of the segments on each side; change < 0:
+    a step down). `points`: (commit, value) over the recorded history, oldest first. Steps up
+    are kept unless `downs_only`: a series that goes down and up again between commits is the
+    machine changing, and the reader should see both."""
     import numpy as np
     import ruptures
     kept = [(c, v) for c, v in points if finite(v) and v > 0]
@@ -91,7 +94,7 @@ def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALT
     bounds = list(zip([0] + ends[:-1], ends))
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         before, after = float(np.exp(y[a0:b0].mean())), float(np.exp(y[a1:b1].mean()))
-        if after < before:
+        if after < before or not downs_only:
             out.append({"commit": kept[a1][0], "before": before, "after": after,
                         "change": after / before - 1})
     return out
