@@ -134,10 +134,13 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     cal, why = calibration.load(root, "h200")
     assert cal is None and "no calibration" in why
     calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
-        {"kernel": "09", "size": "4096", "metric": "tflops", "sigma": 0.001, "dof": 5}]})
+        {"kernel": "09", "size": "4096", "metric": "tflops", "sigma": 0.001, "dof": 5},
+        {"kernel": "07", "size": "4096", "metric": "tflops", "sigma": 0.003, "dof": 3}]})
     cal, why = calibration.load(root, "h200", gpu_name="NVIDIA H200")
     assert why == "" and cal.prior("09", "4096", "tflops") == decision.Noise(0.001, 5)
     assert cal.prior("09", "2048", "tflops") is None
+    assert cal.prior("05", "4096", "tflops") == decision.Noise(0.003, 3)   # borrowed: the worst
+    assert cal.borrowed("05", "4096", "tflops") and not cal.borrowed("09", "4096", "tflops")
     assert "NVIDIA H100" in calibration.load(root, "h200", gpu_name="NVIDIA H100")[1]
     later = time.time() + 400 * 86400
     assert "days old" in calibration.load(root, "h200", now=later)[1]

@@ -43,7 +43,20 @@ class Calibration:
     doc: dict = field(default_factory=dict)
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        return self.noise.get((kernel, size, metric))
+        """The series' own calibrated noise; else, borrowed, the largest sigma any calibrated
+        kernel showed at this size and metric, with the fewest degrees of freedom among them
+        (a conservative stand-in: how noisy a process is depends mostly on the problem's
+        duration); None where nothing at this size was calibrated."""
+        own = self.noise.get((kernel, size, metric))
+        if own is not None:
+            return own
+        same = [n for (k, s, m), n in self.noise.items() if s == size and m == metric]
+        if not same:
+            return None
+        return Noise(max(n.sigma for n in same), min(n.dof for n in same))
+
+    def borrowed(self, kernel: str, size: str, metric: str) -> bool:
+        return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None
 
 
 def load(root, machine: str, gpu_name: str | None = None, policy=SUITE,
