@@ -107,7 +107,8 @@ for extra in ${EXTRAS:-}; do
       rm -rf "$d/results" "$d/verdicts" && cp -r results "$d/results"
       wt=/tmp/wt-drift; rm -rf "$wt"; git worktree add -f --detach "$wt" HEAD >/dev/null 2>&1
       rec() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record \
-                 --repo "$wt" --results "$d/results" --machine "$MACHINE" --commit "$1" -b "$k") \
+                 --repo "$wt" --results "$d/results" --machine "$MACHINE" --commit "$1" -b "$k" \
+                 --allow-fault-injection) \
                  >> "$d/record.log" 2>&1; }
       t1=$SECONDS; rec "$base"; echo "drift: base ${base:0:10} re-recorded ($k): exit $? in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
       for i in $(seq 1 "${DRIFT_STEPS:-4}"); do

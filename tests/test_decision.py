@@ -73,6 +73,22 @@ def test_the_aa_control_catches_a_gpu_that_moved():
     assert not moved and "-1.0" in e.describe()
 
 
+def test_the_aa_control_lets_a_linear_drift_pass_but_not_a_step():
+    # R N N R with -0.4 % per process: the reference's last is 3 steps below its first, the new
+    # code's second 1 step below its first; the A/B's estimate cancels it, and so does the control
+    g = 0.996
+    rounds = [(30.0 * g ** (4 * i), 30.0 * g ** (4 * i + 3)) for i in range(2)]
+    news = [(30.0 * g ** (4 * i + 1), 30.0 * g ** (4 * i + 2)) for i in range(2)]
+    first, last = [a for a, _ in rounds], [b for _, b in rounds]
+    ok, _ = d.aa_stable(first, last, 0.01, prior=PRIOR, new_pairs=news, k=[3, 3])
+    assert ok
+    assert not d.aa_stable(first, last, 0.01, prior=PRIOR)[0]     # uncorrected, it would trip
+    # a step of -1 % between the new code's two processes (the GPU throttled there)
+    first, last = [30.0, 30.0], [29.7, 29.7]
+    news = [(30.0, 29.7), (30.0, 29.7)]
+    assert not d.aa_stable(first, last, 0.01, prior=PRIOR, new_pairs=news, k=[3, 3])[0]
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="positive"):
         d.effect([30.0, None], [29.0], 0.01)

@@ -29,7 +29,9 @@ def history(tmp_path, series, kernels=K, sizes=S, noise=0.001, versions=None):
 
 
 def gate(res, *extra):
-    return cli_main(["regress", "--results", str(res), "--machine", "h200", "--no-confirm", *extra])
+    """The gate on this synthetic history only: no calibration, no anchor of the real repo."""
+    return cli_main(["regress", "--results", str(res), "--machine", "h200", "--no-confirm",
+                     "--calibration", str(res.parent / "calibration"), "--no-anchor", *extra])
 
 
 def flat(v, k=K, s=S):
@@ -173,7 +175,8 @@ def test_without_a_gpu_a_flagged_drop_fails_unconfirmed(tmp_path, monkeypatch, c
     import gemm.track.confirm
     monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (False, "no GPU here"))
     res = history(tmp_path, [flat(30.0)] * 3 + [flat(27.0)])
-    assert cli_main(["regress", "--results", str(res), "--machine", "h200"]) == 1
+    assert cli_main(["regress", "--results", str(res), "--machine", "h200", "--no-anchor",
+                     "--calibration", str(tmp_path / "calibration"), "--verdicts", str(tmp_path / "v")]) == 1
     assert "unconfirmed: no GPU here" in capsys.readouterr().out
 
 

@@ -33,6 +33,12 @@ open(counter, "w").write(str(n + 1))
 share = float(os.environ.get("GEMM_INJECT_DELAY") or 0)
 wiggle = ((n * 7919) % 11 - 5) / 5.0          # -1 .. 1, deterministic per process
 v = cfg["level"] * (1 + cfg["noise"] * wiggle) * (1 - cfg.get("drift", 0) * n) / (1 + share)
+if n >= cfg.get("step_at", 1e9):          # the GPU throttles from this process on
+    v *= 1 - cfg["step"]
+if cfg.get("flip") and n % 4 >= 2:         # a GPU that keeps changing: 2 processes fast, 2 slow
+    v *= 1 - cfg["flip"]
+if n >= cfg.get("break_at", 1e9):         # the code stops measuring (an A/B that breaks off)
+    sys.exit(5)
 values = [{"kernel": kernel, "size": s, "status": "ok", "error": "",
            "metrics": {"tflops": v, "pct_of_cublas": 2 * v}} for s in sizes]
 doc = {"schema": "gemm.measure/1", "device": {"name": "NVIDIA H200"},
@@ -47,13 +53,13 @@ def git(repo, *args):
                           text=True).stdout.strip()
 
 
-def commit(repo, level, msg, noise=0.0005, drift=0.0):
+def commit(repo, level, msg, noise=0.0005, drift=0.0, **more):
     pkg = repo / "gemm"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "__main__.py").write_text(STUB)
     (pkg / "recipe.json").write_text(json.dumps({"level": level, "noise": noise, "drift": drift,
-                                                 "state": str(repo.parent)}))
+                                                 "state": str(repo.parent), **more}))
     git(repo, "add", "-A", "gemm")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
     return git(repo, "rev-parse", "HEAD")
@@ -116,17 +122,61 @@ def test_an_unresolved_ab_passes_unless_strict(repo, gpu_here, capsys):
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2", "--strict") == 1
 
 
-def test_a_gpu_that_moves_during_the_ab_is_not_trusted(repo, gpu_here, capsys):
+def quiet_runner(repo):
+    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+
+
+def test_a_linear_drift_of_the_gpu_cancels_in_the_ab(repo, gpu_here, capsys):
     shas = [commit(repo, 30.0, f"c{i}", drift=0.004) for i in range(4)]   # -0.4 % per process
     new = commit(repo, 30.0, "same code", drift=0.004)
     res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
-    calibration.save(repo.parent / "calibration", "h200", {"noise": [   # a quiet runner
-        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
-        for m in ("tflops", "pct_of_cublas")]})
-    gate(repo, res, "--no-anchor")
+    quiet_runner(repo)
+    assert gate(repo, res, "--no-anchor") == 0
+    out = capsys.readouterr()
+    assert "the A/A control moved" not in out.err and ": SAME" in out.out
+
+
+def test_a_gpu_that_steps_once_during_the_ab_is_measured_again(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}", step_at=2, step=0.01) for i in range(4)]
+    new = commit(repo, 30.0, "same code", step_at=2, step=0.01)   # throttles mid-round 1
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
+    quiet_runner(repo)
+    assert gate(repo, res, "--no-anchor") == 0
+    out = capsys.readouterr()
+    assert out.err.count("the A/A control moved") == 1 and ": SAME" in out.out
+
+
+def test_a_gpu_that_keeps_changing_is_not_trusted(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}", flip=0.01) for i in range(4)]
+    new = commit(repo, 30.0, "same code", flip=0.01)
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
+    quiet_runner(repo)
+    assert gate(repo, res, "--no-anchor") == 0          # UNRESOLVED passes ...
     out = capsys.readouterr()
     assert "the A/A control moved" in out.err
     assert "UNRESOLVED" in out.out and "unstable" in out.out
+    assert gate(repo, res, "--no-anchor", "--strict") == 1   # ... unless --strict
+
+
+def test_an_ab_that_breaks_off_keeps_its_decisions_and_never_falls_back_to_history(
+        repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    new = commit(repo, 30.0, "same code", break_at=6)   # measures 6 processes, then fails
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.0)])   # -3.3 % on the history
+    assert gate(repo, res, "--no-anchor", "--min-rounds", "2") == 0
+    out = capsys.readouterr()
+    assert "broke off" in out.err and "UNRESOLVED" in out.out and "no A/B" in out.out
+
+
+def test_the_time_budget_stops_new_rounds(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}", noise=0.01) for i in range(4)]
+    new = commit(repo, 29.85, "noisy", noise=0.01)
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
+    assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 0
+    out = capsys.readouterr()
+    assert "out of the A/B time budget" in out.out and out.err.count("A/B round") == 4
 
 
 def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
@@ -161,7 +211,7 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 1
     rows = json.loads((repo.parent / "r.json").read_text())["rows"]
-    assert all(r["effects"][0]["dof"] == 40 + 2 for r in rows)      # 2 vs 2 processes + 40
+    assert all(r["effects"][0]["dof"] == 40 for r in rows)   # one round: 0 dof of its own + 40
 
 
 def test_the_anchor_is_found_by_flag_tag_or_file(repo, tmp_path):
@@ -223,9 +273,9 @@ def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):
     from gemm.record import verdict_page
     from gemm.track import verdicts
     rows = [{"kernel": "09", "size": "4096", "metric": "tflops", "verdict": "DROP",
-             "change": -0.012, "effects": [{"change": -0.011, "lo": -0.014, "hi": -0.008}]},
+             "change": -0.012, "effects": [{"against": "c" * 40, "change": -0.011, "lo": -0.014, "hi": -0.008}]},
             {"kernel": "02", "size": "8192", "metric": "tflops", "verdict": "noise",
-             "change": -0.021, "effects": [{"change": 0.0002, "lo": -0.002, "hi": 0.002}]}]
+             "change": -0.021, "effects": [{"against": "c" * 40, "change": 0.0002, "lo": -0.002, "hi": 0.002}]}]
     verdicts.save(tmp_path / "v", "h200", "a" * 40, rows, "NVIDIA H200 GPU-x",
                   summary={"counts": {"DROP": 1, "noise": 1}, "exit": 1, "anchor": "b" * 40,
                            "rows": rows})
@@ -235,8 +285,8 @@ def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):
         '<body><li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li></body>')
     page = verdict_page.write(html, tmp_path / "v", ["h200"]).read_text()
     assert "aaaaaaaaaa" in page and "FAIL" in page
-    assert "09 4096 TFLOPS: history -1.20 % A/B -1.10 % [-1.40 %, -0.80 %]" in page
-    assert "02 8192 TFLOPS: history -2.10 % A/B +0.02 %" in page
+    assert "09 4096 TFLOPS: history -1.20 % A/B vs cccccccc -1.10 % [-1.40 %, -0.80 %]" in page
+    assert "02 8192 TFLOPS: history -2.10 % A/B vs cccccccc +0.02 %" in page
     assert 'href="gate.html"' in (html / "index.html").read_text()
 
 
@@ -255,3 +305,35 @@ def test_the_fault_injection_switches():
     with pytest.raises(ValueError, match="inject_delay"):
         dataclasses.replace(spec, inject_delay=2.0).validate()
     assert all(s.inject_delay == 0 for s in registry.registry().values())   # never on main
+
+
+def test_gemm_record_refuses_fault_injection_unless_asked(tmp_path, monkeypatch, capsys):
+    import shutil as sh
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    repo = tmp_path / "r"
+    (repo / "kernels").mkdir(parents=True)
+    text = (root / "kernels" / "kernels.toml").read_text()
+    (repo / "kernels" / "kernels.toml").write_text(
+        text.replace('name = "09_cp_async_pipeline"\n',
+                     'name = "09_cp_async_pipeline"\ninject_delay = 0.005\n', 1))
+    for f in (root / "kernels").glob("*.cu*"):
+        sh.copy(f, repo / "kernels")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    assert cli_main(["record", "--repo", str(repo)]) == 2
+    assert "09_cp_async_pipeline inject_delay = 0.005" in capsys.readouterr().err
+    (repo / "kernels" / "kernels.toml").write_text(text)
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "y")
+    monkeypatch.setenv("GEMM_INJECT_DELAY", "0.01")
+    assert cli_main(["record", "--repo", str(repo)]) == 2
+    assert "GEMM_INJECT_DELAY=0.01" in capsys.readouterr().err
+
+
+def test_an_anchor_without_a_recorded_run_is_said_and_not_used(repo, gpu_here, capsys):
+    shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    res = record(repo, [(s, 30.0) for s in shas[1:]])      # shas[0] was never recorded
+    git(repo, "tag", "perf-anchor-old", shas[0])
+    assert gate(repo, res) == 0
+    assert "has no recorded run before it on this machine; not used" in capsys.readouterr().out

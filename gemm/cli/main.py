@@ -176,6 +176,11 @@ def cmd_record(args) -> int:
     if at != sha:   # asv runs the tree as it is: its code must be the commit's
         raise UsageError(f"{args.repo} is at {str(at)[:10]}, not at {sha[:10]}: check the commit "
                          f"out there (e.g. git worktree add) to record it")
+    faults = fault_injection_in(args.repo)
+    if faults and not args.allow_fault_injection:
+        raise UsageError(f"fault injection is on ({faults}): values slowed on purpose would "
+                         "enter the history unmarked; record into a scratch copy with "
+                         "--allow-fault-injection (the gate's drift test), or turn it off")
     _need_gpu()
     machine = write_machine(args.machine)
     extra = [x for b in args.bench for x in ("-b", _bench_regex(b))]
@@ -185,6 +190,23 @@ def cmd_record(args) -> int:
         print(f"gemm record: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def fault_injection_in(repo) -> str:
+    """What would slow a recorded run on purpose: $GEMM_INJECT_DELAY, or an inject_delay in
+    the registry of the tree being recorded (gemm.core.faults); '' when none."""
+    import os
+    from pathlib import Path
+    from ..core.faults import ENV
+    found = [f"{ENV}={os.environ[ENV]}"] if os.environ.get(ENV) else []
+    path = Path(repo) / "kernels" / "kernels.toml"
+    if path.is_file():
+        try:
+            specs = registry.load_registry(path).values()
+        except ValueError:
+            specs = []
+        found += [f"{s.name} inject_delay = {s.inject_delay}" for s in specs if s.inject_delay]
+    return "; ".join(found)
 
 
 def cmd_tune(args) -> int:
@@ -344,6 +366,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--machine", default=None, help="machine name (default: from the GPU)")
     rc.add_argument("--commit", default="HEAD")
     rc.add_argument("--results", default=None, help="results directory (default: the repo's)")
+    rc.add_argument("--allow-fault-injection", action="store_true",
+                    help="record even with fault injection on (into a scratch history only)")
     rc.add_argument("--bench", "-b", action="append", default=[],
                     help="only this kernel (name or prefix), or benchmarks matching this regex "
                     "(asv -b); judge such a run with gemm regress --kernels")

@@ -147,9 +147,17 @@ def main(args) -> int:
         anchor, anchor_src = (None, "no anchor (--no-anchor)") if args.no_anchor else \
             anchors.resolve(args.repo, args.anchor)
         judged = confirm_commit(runs, args.commit)
-        if anchor and judged and not anchors.is_ancestor(args.repo, anchor, judged):
-            anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) is not an ancestor; not used"
-            anchor = None
+        if anchor and judged:
+            before = [r.commit for r in runs[:[r.commit for r in runs].index(judged)]]
+            related = anchors.is_ancestor(args.repo, anchor, judged)
+            why_not = ("is the judged commit" if judged == anchor else
+                       "has no recorded run before it on this machine" if anchor not in before
+                       else "is not an ancestor of it" if related is False
+                       else "could not be placed by git (a shallow clone?)" if related is None
+                       else "")
+            if why_not:
+                anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
+                anchor = None
         rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow, anchor)
     except (HistoryError, ValueError) as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
@@ -179,13 +187,17 @@ def main(args) -> int:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    if args.record_verdicts and (measured or cfg.confirm):
+    unconfirmed = any(r.note.startswith("unconfirmed") for r in rows)
+    if args.record_verdicts and (measured or not unconfirmed):
         from ..measure.facts import gpu_identity
+        # the commit's summary (the site's) only from a whole judgement: not from a narrowed
+        # run, nor from one that could not decide its candidates here
+        summary = None if narrow or unconfirmed else {
+            "counts": counts, "anchor": anchor, "exit": 1 if failed(rows, cfg) else 0,
+            "rows": [asdict(r) for r in rows if r.verdict != "ok"]}
         path = verdicts.save(args.verdicts, machine, new_run.commit,
                              [asdict(r) for r in measured], gpu_identity() if measured else None,
-                             summary={"counts": counts, "anchor": anchor,
-                                      "exit": 1 if failed(rows, cfg) else 0,
-                                      "rows": [asdict(r) for r in rows if r.verdict != "ok"]})
+                             summary=summary)
         log(f"gemm regress: verdicts kept in {path}")
     shown = rows if args.all else [r for r in rows if r.verdict != "ok"]
     print(regress_table(shown, new_run.commit) if shown else

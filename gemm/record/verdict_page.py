@@ -26,9 +26,9 @@ def _pct(x) -> str:
 
 def _item(r: dict) -> str:
     label = metrics.get(r["metric"]).label if r.get("metric") in metrics.BY_KEY else r.get("metric")
-    eff = (r.get("effects") or [{}])[0]
-    ab = (f" A/B {_pct(eff.get('change'))} [{_pct(eff.get('lo'))}, {_pct(eff.get('hi'))}]"
-          if eff.get("change") is not None else "")
+    ab = "".join(f" A/B vs {str(e.get('against') or '')[:8]} {_pct(e.get('change'))} "
+                 f"[{_pct(e.get('lo'))}, {_pct(e.get('hi'))}]"
+                 for e in (r.get("effects") or []) if e.get("change") is not None)
     hist = f" history {_pct(r.get('change'))}" if r.get("change") is not None else ""
     anchor = f" anchor {_pct(r.get('anchor_change'))}" if r.get("anchor_change") is not None else ""
     return html.escape(f"{r['kernel']} {r['size']} {label}:{hist}{anchor}{ab}")

@@ -190,15 +190,3 @@ def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: in
                 for key, v in measure(tree[sha], series).items():
                     got.setdefault(key, {"reference": [], "new": []})[side].append(v)
     return got
-
-
-def run_alone(repo, commit: str, series: dict[str, list[str]], rounds: int = 2,
-              log=print) -> dict:
-    """Measure `series` with one commit's code only: {(kernel, size, metric): [values]}."""
-    got: dict = {}
-    with checkout(repo, commit) as tree:
-        for i in range(rounds):
-            log(f"regress: re-measuring {commit[:10]} ({i + 1}/{rounds})")
-            for key, v in measure(tree, series).items():
-                got.setdefault(key, []).append(v)
-    return got

@@ -61,13 +61,14 @@ def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
     return None, f"no anchor (no --anchor, no tag {ANCHOR_TAGS}, no {ANCHOR_FILE})"
 
 
-def is_ancestor(repo, older: str, newer: str) -> bool:
+def is_ancestor(repo, older: str, newer: str) -> bool | None:
+    """True / False, or None when git cannot tell (a shallow clone, an unknown commit)."""
     try:
         out = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
                              capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
+        return None
+    return {0: True, 1: False}.get(out.returncode)
 
 
 PENALTY = 4.0

@@ -83,8 +83,10 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
                 if not ref or not new or None in ref or None in new:
                     decided[key + (sh,)] = None
                     continue
-                e = decision.effect(ref, new, cfg.effect_for(key[1]), cfg.alpha, family,
-                                    priors.get(key))
+                e = decision.effect_rounds([ref[j:j + 2] for j in range(0, len(ref), 2)],
+                                           [new[j:j + 2] for j in range(0, len(new), 2)],
+                                           cfg.effect_for(key[1]), cfg.alpha, family,
+                                           priors.get(key))
                 if e.verdict != decision.AMBIGUOUS or n == cfg.max_rounds:
                     decided[key + (sh,)] = e
     return decided
@@ -102,6 +104,12 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": s[0],
                      "dof": s[1], "median": stats.median([v for v in values if v]),
                      "values": values})
+    base = {"gpu_name": device.get("name"), "device": device, "processes": processes,
+            "gate": {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
+                     "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}}
+    rows = merged_noise(out_dir, machine, rows)
+    calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": []})
+    log("calibrate: the noise is written; the detection trials follow")
     det = []
     for t in range(trials):
         res = trial(root, inject_kernels, inject_sizes, shares, cfg, priors, log,
@@ -112,12 +120,19 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
                         "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None})
-    doc = {"gpu_name": device.get("name"), "device": device, "processes": processes,
-           "gate": {"screen": cfg.screen, "min_effect": cfg.min_effect,
-                    "alpha": cfg.alpha, "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds},
-           "noise": rows, "shares": list(shares), "trials": trials, "detection": det,
+    doc = {**base, "noise": rows, "shares": list(shares), "trials": trials, "detection": det,
            "summary": summarize(det, shares)}
     return calibration.save(out_dir, machine, doc), doc
+
+
+def merged_noise(out_dir, machine: str, rows: list[dict]) -> list[dict]:
+    """This run's noise rows over those of the machine's usable file (other series kept):
+    a narrower calibration adds to the file instead of replacing it."""
+    old, _ = calibration.load(out_dir, machine)
+    new = {(r["kernel"], r["size"], r["metric"]) for r in rows}
+    kept = [r for r in (old.doc.get("noise", []) if old else [])
+            if (r.get("kernel"), r.get("size"), r.get("metric")) not in new]
+    return kept + rows
 
 
 def summarize(det: list[dict], shares) -> list[dict]:

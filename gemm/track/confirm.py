@@ -54,19 +54,21 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
         return []
     comparisons = [(r, c) for r in cands for c in candidates_against(r)]
-    lonely = [r for r in cands if not candidates_against(r)]
-    if lonely:
-        _remeasure_alone(lonely, cfg, repo, new_commit, log, "no reference commit to compare with")
+    for r in cands:
+        if not candidates_against(r):
+            r.verdict, r.note = "UNRESOLVED", "no reference commit to compare with"
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
+        ab = ABRun(comparisons, cfg, new_commit, None, log, calibration)
         try:
             with abtest.trees(repo, refs + [new_commit]) as tree:
-                ABRun(comparisons, cfg, new_commit, tree, log, calibration).run()
+                ab.tree = tree
+                ab.run()
         except abtest.ABError as exc:
-            log(f"regress: no A/B against {', '.join(c[:10] for c in refs)}: {exc}; "
-                f"re-measuring {new_commit[:10]} alone")
-            _remeasure_alone([r for r in cands if r not in lonely], cfg, repo, new_commit, log,
-                             f"no A/B ({str(exc)[:80]})")
+            # never the history alone where a GPU is present: what the A/B had decided stands,
+            # the rest is UNRESOLVED (a failure only with --strict)
+            log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
+            ab.finish(f"no A/B: {str(exc)[:160]}")
     return cands
 
 
@@ -76,7 +78,8 @@ class ABRun:
     def __init__(self, comparisons, cfg: GateConfig, new: str, tree: dict, log, calibration):
         self.comps = comparisons
         self.cfg, self.new, self.tree, self.log, self.cal = cfg, new, tree, log, calibration
-        self.family = len(comparisons) * (cfg.max_rounds - cfg.min_rounds + 1)
+        # Bonferroni over every comparison, every look, and the one allowed restart
+        self.family = len(comparisons) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
         self.decided: dict[int, decision.Effect] = {}
         self.failed: dict[int, str] = {}
         self.values: dict = {}
@@ -95,6 +98,11 @@ class ABRun:
             plan.setdefault(c, []).append(r)
         refs = list(plan)
         union = series([self.comps[i][0] for i in todo])
+        for j, sha in enumerate(refs):   # how many new-code steps apart a reference's two
+            for r in plan[sha]:          # processes are in R1 .. Rm N N Rm .. R1
+                self.values.setdefault((sha, (r.kernel, r.size, r.metric)),
+                                       {"first": [], "last": [], "new": [], "k": []})
+                self.values[(sha, (r.kernel, r.size, r.metric))]["k"].append(2 * len(refs) + 1 - 2 * j)
         for sha, pos in abtest.palindrome(refs, self.new):
             what = union if pos == "new" else series(plan[sha])
             self.log(f"regress: A/B round {n}/{self.cfg.max_rounds}: "
@@ -102,21 +110,25 @@ class ABRun:
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
             for key, v in abtest.measure(self.tree[sha], what).items():
-                self.values.setdefault((arm, key), {"first": [], "last": [], "new": []})[pos].append(v)
+                self.values.setdefault((arm, key), {"first": [], "last": [], "new": [],
+                                                    "k": []})[pos].append(v)
 
     def arm(self, arm: str, r: Row) -> dict:
-        return self.values.get((arm, (r.kernel, r.size, r.metric)), {"first": [], "last": [], "new": []})
+        return self.values.get((arm, (r.kernel, r.size, r.metric)),
+                               {"first": [], "last": [], "new": [], "k": []})
 
     def unstable(self) -> str | None:
         """The first A/A control that moved, described; None if every one held."""
         for i in self.undecided():
             r, c = self.comps[i]
-            v = self.arm(c, r)
+            v, nv = self.arm(c, r), self.arm("new", r)["new"]
             first, last = v["first"], v["last"]
-            if None in first or None in last or not first or not last:
+            pairs = list(zip(nv[0::2], nv[1::2]))
+            if (None in first or None in last or None in nv or not first or not last
+                    or len(pairs) != len(first)):
                 continue
             ok, e = decision.aa_stable(first, last, r.min_effect, self.cfg.alpha, self.family,
-                                       self.prior(r))
+                                       self.prior(r), new_pairs=pairs, k=v["k"][:len(first)])
             if not ok:
                 return f"{r.kernel} at {r.size} ({r.label}), A/A of {c[:10]}: {e.describe()}"
         return None
@@ -132,19 +144,28 @@ class ABRun:
             if not ref or any(v is None for v in ref):
                 self.failed[i] = f"the reference {c[:10]} failed when measured here"
                 continue
-            e = decision.effect(ref, new, r.min_effect, self.cfg.alpha, self.family, self.prior(r))
+            e = self.effect(i)
             if e.verdict != decision.AMBIGUOUS:
                 self.decided[i] = e
 
+    def effect(self, i: int):
+        """Comparison i's effect, round by round (decision.effect_rounds)."""
+        r, c = self.comps[i]
+        v, nv = self.arm(c, r), self.arm("new", r)["new"]
+        refs = [[a, b] for a, b in zip(v["first"], v["last"])]
+        news = [list(p) for p in zip(nv[0::2], nv[1::2])]
+        return decision.effect_rounds(refs, news, r.min_effect, self.cfg.alpha, self.family,
+                                      self.prior(r))
+
     def run(self) -> None:
-        restarts, n = 0, 0
+        restarts, n, total = 0, 0, 0
         t0 = time.monotonic()
         while n < self.cfg.max_rounds and self.undecided():
-            if n >= 1 and time.monotonic() - t0 > self.cfg.budget_s:
+            if total >= 1 and time.monotonic() - t0 > self.cfg.budget_s:
                 self.finish(f"out of the A/B time budget ({self.cfg.budget_s:.0f} s) after "
-                            f"{n} rounds")
+                            f"{total} rounds")
                 return
-            n += 1
+            n, total = n + 1, total + 1
             self.measure_round(n)
             if n < self.cfg.min_rounds:
                 continue
@@ -152,13 +173,15 @@ class ABRun:
             if moved:
                 if restarts == 0:
                     self.log(f"regress: the A/A control moved ({moved}): the GPU changed "
-                             "during the A/B; its rounds are discarded and measured again")
+                             "during the A/B; its rounds and decisions are discarded and "
+                             "measured again")
                     restarts, n, self.values = 1, 0, {}
+                    self.decided, self.failed = {}, {}
                     continue
                 self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
                 return
             self.decide_round()
-        self.finish(f"still ambiguous after {n} rounds")
+        self.finish(f"still ambiguous after {total} rounds")
 
     def finish(self, why_unresolved: str) -> None:
         by_row: dict[int, list[int]] = {}
@@ -182,15 +205,19 @@ class ABRun:
                     parts.append(f"vs {c[:10]}: {self.failed[i]}")
                     continue
                 e = self.decided.get(i)
-                if e is None and ref and new:
-                    e = decision.effect(ref, new, r.min_effect, self.cfg.alpha, self.family,
-                                        self.prior(r))
-                    verdicts.append("UNRESOLVED")
-                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why_unresolved}")
-                elif e is None:
+                if e is None and ref and new and None not in self.arm(c, r)["first"] + \
+                        self.arm(c, r)["last"] + self.arm("new", r)["new"]:
+                    try:
+                        e = self.effect(i)
+                    except ValueError:     # no complete round
+                        e = None
+                if e is None and i not in self.decided:
                     verdicts.append("UNRESOLVED")
                     parts.append(f"vs {c[:10]}: {why_unresolved}")
                     continue
+                if i not in self.decided:
+                    verdicts.append("UNRESOLVED")
+                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why_unresolved}")
                 else:
                     verdicts.append("DROP" if e.verdict == decision.DROP else "noise")
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
@@ -213,7 +240,12 @@ class ABRun:
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
-    if old and old.get("new") == r.new and old.get("verdict") in ("DROP", "noise", "UNRESOLVED"):
+    """A verdict kept for this very value, made against every commit this row is flagged
+    against now (an anchor moved since makes it void)."""
+    covers = old is not None and set(candidates_against(r)) <= set(old.get("against") or
+                                                                    [old.get("reference")])
+    if (old and covers and old.get("new") == r.new
+            and old.get("verdict") in ("DROP", "noise", "UNRESOLVED")):
         r.verdict = old["verdict"]
         r.remeasured, r.ab_reference, r.ab_new = (old.get("remeasured"), old.get("ab_reference"),
                                                   old.get("ab_new"))
@@ -230,27 +262,3 @@ def series(rows: list[Row]) -> dict[str, list[str]]:
         if r.size not in out[r.kernel]:
             out[r.kernel].append(r.size)
     return out
-
-
-def versus_history(r: Row, v: float, why: str) -> None:
-    """Judge a re-measured value of the new code against the history's bound."""
-    r.remeasured = v
-    drop = r.centre - v > (r.bound or 0) * abs(r.centre)
-    r.verdict = "DROP" if drop else "noise"
-    r.note = f"{'confirmed' if drop else 'not confirmed'}: re-measured {v:.4g}; {why}"
-
-
-def _remeasure_alone(rows: list[Row], cfg: GateConfig, repo, commit: str, log, why: str) -> None:
-    """Re-measure the judged commit's own code (its worktree) against the history."""
-    try:
-        got = abtest.run_alone(repo, commit, series(rows), 2 * cfg.min_rounds, log)
-    except abtest.ABError as exc:
-        for r in rows:
-            r.verdict, r.note = "DROP", f"unconfirmed: {why}; {commit[:10]} could not be measured: {str(exc)[:80]}"
-        return
-    for r in rows:
-        vals = [v for v in got.get((r.kernel, r.size, r.metric), []) if v is not None]
-        if vals:
-            versus_history(r, stats.median(vals), why)
-        else:
-            r.verdict, r.note = "FAILED", "re-measurement failed"

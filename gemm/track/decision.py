@@ -118,25 +118,72 @@ def effect(ref, new, delta: float, alpha: float = 1e-3, family: int = 1,
     return Effect(d, lo, hi, sigma, dof, len(lr), len(ln), classify(lo, hi, delta / 2))
 
 
-def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
-              prior: Noise | None = None) -> tuple[bool, Effect | None]:
-    """The A/A control: (stable?, the move of the reference within a round).
+def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
+                  prior: Noise | None = None) -> Effect:
+    """The effect estimated round by round, as the A B B A design is blocked: per round,
+    e_i = mean(log new_i) - mean(log ref_i), so a drift that is linear within a round cancels
+    in e_i and does not widen the interval; d = mean(e_i), its noise the spread of the e_i
+    (r - 1 dof) pooled with the calibration's (sd of e_i: sigma sqrt(1/n_new + 1/n_ref) per
+    round), Student's t at the same level. `ref_rounds[i]`, `new_rounds[i]`: the values of
+    round i."""
+    from scipy import stats as st
+    if not 0 < delta < 1 or not 0 < alpha < 1 or family < 1:
+        raise ValueError("need 0 < delta < 1, 0 < alpha < 1, family >= 1")
+    rounds = [(_logs(a), _logs(b)) for a, b in zip(ref_rounds, new_rounds) if a and b]
+    if not rounds:
+        raise ValueError("each arm needs at least one process value in a round")
+    es = [sum(b) / len(b) - sum(a) / len(a) for a, b in rounds]
+    r = len(es)
+    d = sum(es) / r
+    n_ref = sum(len(a) for a, _ in rounds)
+    n_new = sum(len(b) for _, b in rounds)
+    ss, dof = sum((e - d) ** 2 for e in es), r - 1
+    if prior is not None:
+        scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r
+        ss += prior.dof * scale * prior.sigma ** 2
+        dof += prior.dof
+    else:
+        scale = 1.0
+    if dof < 1:
+        return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS)
+    sd_e = math.sqrt(ss / dof)
+    t = float(st.t.ppf(1 - alpha / family / 2, dof))
+    lo, hi = d - t * sd_e / math.sqrt(r), d + t * sd_e / math.sqrt(r)
+    return Effect(d, lo, hi, sd_e / math.sqrt(scale), dof, n_ref, n_new,
+                  classify(lo, hi, delta / 2))
 
-    `first[i]`, `last[i]`: the reference's first and last process of round i. The move is the
-    mean over rounds of log(last / first), a paired statistic (between-round differences
-    cancel); its noise pools the rounds' own spread with the calibration's (the difference of
-    two processes: sqrt(2) sigma). Unstable when its interval, at the same level, lies wholly
-    beyond a quarter of delta either way: the same code measured itself as moved."""
-    pairs = [(a, b) for a, b in zip(first, last)]
+
+def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
+              prior: Noise | None = None, new_pairs=None, k=None) -> tuple[bool, Effect | None]:
+    """The A/A control: (stable?, the move of the reference within a round beyond a drift).
+
+    `first[i]`, `last[i]`: the reference's first and last process of round i; `new_pairs[i]`:
+    the new code's two processes of that round, which sit `k[i]` new-code steps apart from
+    each other less than the reference's two do (R N N R: k = 3). A linear drift moves
+    log(last / first) by k times log(n2 / n1) and cancels in the A/B's estimate; what is left,
+    d = log(last / first) - k log(n2 / n1), is the reference moving otherwise (a step, a
+    throttle). Its mean over rounds gets a paired interval at the same level, with the rounds'
+    own spread pooled with the calibration's (sd of d: sigma sqrt(2 (1 + k^2))). Unstable when
+    the interval lies wholly beyond a quarter of delta either way."""
+    pairs = list(zip(first, last))
     if not pairs:
         return True, None
-    diffs = [math.log(b) - math.log(a) for a, b in zip(_logs_ok([p[0] for p in pairs]),
-                                                       _logs_ok([p[1] for p in pairs]))]
+    _logs([x for p in pairs for x in p])
+    new_pairs = list(new_pairs or [])
+    ks = list(k or [])
+    diffs, kmax = [], 0
+    for i, (a, b) in enumerate(pairs):
+        d = math.log(b) - math.log(a)
+        if i < len(new_pairs) and i < len(ks):
+            n1, n2 = _logs(new_pairs[i])
+            d -= ks[i] * (n2 - n1)
+            kmax = max(kmax, ks[i])
+        diffs.append(d)
     r = len(diffs)
     m = sum(diffs) / r
     ss, dof = sum((x - m) ** 2 for x in diffs), r - 1
     if prior is not None:
-        ss += prior.dof * 2 * prior.sigma ** 2
+        ss += prior.dof * 2 * (1 + kmax ** 2) * prior.sigma ** 2
         dof += prior.dof
     if dof < 1:
         return True, None
@@ -144,7 +191,8 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
     sd = math.sqrt(ss / dof)
     t = float(st.t.ppf(1 - alpha / family / 2, dof))
     lo, hi = m - t * sd / math.sqrt(r), m + t * sd / math.sqrt(r)
-    e = Effect(m, lo, hi, sd / math.sqrt(2), dof, r, r, classify(lo, hi, delta / 4))
+    e = Effect(m, lo, hi, sd / math.sqrt(2 * (1 + kmax ** 2)), dof, r, r,
+               classify(lo, hi, delta / 4))
     return e.verdict not in (DROP, FASTER), e
 
 
