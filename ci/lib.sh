@@ -13,6 +13,13 @@ gemm() { python3 -m gemm "$@"; }
 machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine file)
   if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
 }
+last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed memcheck here
+  local m sha; m=$(machine)
+  for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
+    if [ -f "$VERDICTS/$m/memcheck/$sha" ]; then echo "$sha"; return 0; fi
+  done
+  return 1
+}
 last_recorded() {  # the newest ancestor of HEAD (HEAD excluded) with a run recorded here
   local m sha; m=$(machine)
   for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do

@@ -298,10 +298,18 @@ def cmd_calibrate(args) -> int:
                               args.inject_sizes, args.shares, args.trials,
                               GateConfig(min_rounds=args.min_rounds, max_rounds=args.max_rounds),
                               args.out, log)
-    print(f"\nA/A noise on {doc['gpu_name']}: sd of one process's value, {args.processes} processes")
-    print(table(["kernel", "size", "metric", "median", "sd %"],
+    from ..track.decision import rounds_needed
+    from ..track.gate import GateConfig as G
+    g = G()
+    fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
+    print(f"\nA/A noise on {doc['gpu_name']}: sd of one process's value; rounds: A B B A "
+          f"rounds for the gate to call its minimum effect a DROP with 99 % power (20 "
+          f"comparisons; the gate stops at {g.max_rounds})")
+    print(table(["kernel", "size", "metric", "median", "sd %", "dof", "rounds"],
                 [[r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
-                  f"{100 * r['sigma']:.3f}"] for r in doc["noise"]], "lllrr"))
+                  f"{100 * r['sigma']:.3f}", r["dof"],
+                  rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,
+                                prior_dof=r["dof"])] for r in doc["noise"]], "lllrrrr"))
     if doc["summary"]:
         shares = [str(s) for s in args.shares]
         print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "

@@ -202,20 +202,20 @@ def _logs_ok(xs) -> list[float]:
 
 
 def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
-                  power: float = 0.99, per_round: int = 2, prior_dof: int = 0,
-                  cap: int = 50) -> int:
-    """Rounds (each gives `per_round` processes per arm) for the interval to separate a drop of
-    delta from no change with the given power: the planning rule of `gemm calibrate`."""
+                  power: float = 0.99, prior_dof: int = 0, cap: int = 50) -> int:
+    """A B B A rounds for a drop of delta to be called a DROP with the given power (and no
+    change SAME), by the rule of effect_rounds: per round the effect's sd is sigma (two
+    processes per arm), so after r rounds its standard error is sigma / sqrt(r), with
+    r - 1 + prior_dof degrees of freedom. `gemm calibrate` prints it per series."""
     from scipy import stats as st
     if sigma <= 0:
         return 1
+    z = float(st.norm.ppf(power))
     for r in range(1, cap + 1):
-        n = r * per_round
-        dof = 2 * n - 2 + prior_dof
+        dof = r - 1 + prior_dof
         if dof < 1:
             continue
         t = float(st.t.ppf(1 - alpha / family / 2, dof))
-        z = float(st.norm.ppf(power))
-        if (t + z) * sigma * math.sqrt(2 / n) <= delta / 2:
+        if (t + z) * sigma / math.sqrt(r) <= delta / 2:
             return r
     return cap
