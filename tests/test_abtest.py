@@ -23,14 +23,16 @@ if args[:1] != ["measure"]:
     sys.exit(2)
 if "--help" in args:
     sys.exit(0)
-kernel = args[args.index("--kernel") + 1]
+kernels = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
+kernel = kernels[0]
 sizes = args[args.index("--sizes") + 1:args.index("--json")]
 with open("calls.log", "a") as f:
-    f.write(kernel + "\\n")
+    f.write(" ".join(kernels) + "\\n")
 doc = {{"schema": "gemm.measure/1",
         "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
         "values": [{{"kernel": kernel, "size": s, "status": "ok", "error": "",
-                    "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}} for s in sizes]}}
+                    "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}}
+                   for kernel in kernels for s in sizes]}}
 open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
 '''
 
@@ -219,14 +221,14 @@ def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stu
     a = commit_stub(stub_repo, 30.0, "a")
     main = (stub_repo / "gemm" / "__main__.py").read_text()
     (stub_repo / "gemm" / "__main__.py").write_text(
-        main.replace("kernel = args[args.index(\"--kernel\") + 1]",
-                     "kernel = args[args.index(\"--kernel\") + 1]\n"
-                     "if kernel == 'bad':\n    sys.exit(3)"))
+        main.replace("kernel = kernels[0]",
+                     "kernel = kernels[0]\n"
+                     "if 'bad' in kernels:\n    sys.exit(3)"))
     git(stub_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "b")
     b = git(stub_repo, "rev-parse", "HEAD")
-    with pytest.raises(abtest.ABError, match="measuring bad"):
+    with pytest.raises(abtest.ABError, match="measuring good, bad with the code"):
         abtest.run(stub_repo, a, b, {"good": ["512"], "bad": ["512"]}, rounds=1,
-                   log=lambda s: None)
+                   log=lambda s: None)   # one process for kernels of the same sizes
 
 
 def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
@@ -237,3 +239,12 @@ def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
     kept = verdicts.load(tmp_path, "h200", "c" * 40)
     assert {k: v["verdict"] for k, v in kept.items()} == {("02", "4096", "tflops"): "noise",
                                                            ("05", "4096", "tflops"): "DROP"}
+
+
+def test_kernels_of_the_same_sizes_share_one_process(stub_repo):
+    a = commit_stub(stub_repo, 30.0, "a")
+    with abtest.checkout(stub_repo, a) as tree:
+        got = abtest.measure(tree, {"k1": ["512"], "k2": ["512"], "k3": ["1024"]})
+        calls = (tree / "calls.log").read_text().splitlines()
+    assert calls == ["k1 k2", "k3"]
+    assert {k[0] for k in got} == {"k1", "k2", "k3"}

@@ -124,7 +124,8 @@ def _values(got: dict, tree: Path, legacy: bool) -> dict:
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
-    One process per kernel; `env` adds variables (gemm calibrate's fault injection);
+    One `gemm measure` process per group of kernels with the same sizes (each kernel still in
+    its own worker there); `env` adds variables (gemm calibrate's fault injection);
     `device`, if given, is filled with the measuring GPU's description."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):
@@ -135,22 +136,28 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
                           f"{out.stderr.strip()[-400:]}")
         return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
     values = {}
+    groups: dict[tuple, list[str]] = {}
+    for kernel, sizes in series.items():
+        groups.setdefault(tuple(sizes), []).append(kernel)
     with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
-        for i, (kernel, sizes) in enumerate(series.items()):
+        for i, (sizes, kernels) in enumerate(groups.items()):
             path = Path(tmp) / f"measure-{i}.json"
-            out = _run(tree, ["-m", "gemm", "measure", "--kernel", kernel, "--sizes", *sizes,
-                              "--json", str(path)], timeout, env)
+            what = ", ".join(kernels)
+            out = _run(tree, ["-m", "gemm", "measure", *[x for k in kernels for x in ("--kernel", k)],
+                              "--sizes", *sizes, "--json", str(path)], timeout, env)
             try:
                 doc = json.loads(path.read_text())
                 got = _values(doc, tree, legacy=False)
                 if device is not None and doc.get("device"):
                     device.update(doc["device"])
             except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ABError(f"measuring {kernel} with the code of {tree.name} failed "
+                raise ABError(f"measuring {what} with the code of {tree.name} failed "
                               f"(exit {out.returncode}, {type(exc).__name__}): "
                               f"{out.stderr.strip()[-400:]}") from None
-            if not any(k[0] == kernel for k in got):
-                raise ABError(f"the code of {tree.name} reported nothing for {kernel}")
+            for kernel in kernels:
+                if not any(k[0] == kernel for k in got):
+                    raise ABError(f"the code of {tree.name} reported nothing for {kernel} "
+                                  f"(measuring {what}): {out.stderr.strip()[-300:]}")
             values.update(got)
     return values
 
