@@ -16,6 +16,9 @@
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
 #   calibrate   gemm calibrate $CAL_ARGS (A/A noise, injected-delay detection) into
 #               calibration/ (kept with the results)
+#   falsealarm  the gate's false-alarm test: FA_RUNS throwaway commits on HEAD that change no
+#               code (a line in a scratch text file), each recorded in full and gated like a
+#               per-commit run into a scratch copy of the history; every alarm is counted
 #   drift       the gate's drift test: DRIFT_STEPS throwaway commits on HEAD, each adding
 #               DRIFT_SHARE to kernel DRIFT_K's injected delay (registry inject_delay), each
 #               recorded (-b) into a scratch copy of the history and gated with HEAD as the
@@ -130,6 +133,26 @@ PY
         echo "drift step $i (${sha:0:10}, cumulative $(python3 -c "print(round(100 * $i * ${DRIFT_SHARE:-0.005}, 3))") %): record exit $rrc, gate exit $? in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
         summary "$d/step$i.json" >> "$work/drift.log"; pack
       done ;;
+    falsealarm)
+      d="$work/falsealarm"; mkdir -p "$d"
+      rm -rf "$d/results" "$d/verdicts" && cp -r results "$d/results"
+      [ -d verdicts ] && cp -r verdicts "$d/verdicts"
+      wt=/tmp/wt-fa; rm -rf "$wt"; git worktree add -f --detach "$wt" HEAD >/dev/null 2>&1
+      for i in $(seq 1 "${FA_RUNS:-3}"); do
+        t1=$SECONDS
+        echo "false-alarm run $i" >> "$wt/.falsealarm"
+        git -C "$wt" add -f .falsealarm
+        git -C "$wt" -c user.name=fa -c user.email=fa@test commit -qm "false-alarm run $i (no code change; throwaway)"
+        sha=$(git -C "$wt" rev-parse HEAD)
+        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record --repo "$wt" \
+           --results "$d/results" --machine "$MACHINE" --commit "$sha") > "$d/record$i.log" 2>&1
+        rrc=$?; t2=$SECONDS
+        gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
+          --commit "$sha" --record-verdicts --json "$d/run$i.json" > "$d/run$i.log" 2>&1
+        grc=$?
+        echo "false-alarm run $i (${sha:0:10}): record exit $rrc in $((t2 - t1)) s, gate exit $grc in $((SECONDS - t2)) s" | tee -a "$work/falsealarm.log"
+        summary "$d/run$i.json" >> "$work/falsealarm.log"; pack
+      done ;;
     quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it
       (python3 -m pytest benchmarks/ -q -p no:cacheprovider -k "${QUICK_K:-1024}" --benchmark-autosave &&
        python3 -m pytest benchmarks/ -q -p no:cacheprovider -k "${QUICK_K:-1024}" --benchmark-compare \
@@ -140,7 +163,7 @@ done
 pack
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 [ -f "$work/per-commit.log" ] && tail -n 40 "$work/per-commit.log"
-for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log drift.log; do
+for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log drift.log falsealarm.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc

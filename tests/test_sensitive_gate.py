@@ -119,6 +119,7 @@ def test_an_unresolved_ab_passes_unless_strict(repo, gpu_here, capsys):
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
     out = capsys.readouterr()
     assert "UNRESOLVED" in out.out and "still ambiguous after 2 rounds" in out.out
+    assert "at this noise a decision takes about" in out.out
     assert out.err.count("A/B round") == 2 * 4            # two rounds of A B B A
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2", "--strict") == 1
 

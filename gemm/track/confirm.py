@@ -183,6 +183,16 @@ class ABRun:
             self.decide_round()
         self.finish(f"still ambiguous after {total} rounds")
 
+    def power_note(self, r: Row, e) -> str:
+        """How many rounds this noise needs for a decision (decision.rounds_needed)."""
+        if not e.sigma or e.sigma != e.sigma:
+            return ""
+        prior = self.prior(r)
+        need = decision.rounds_needed(e.sigma, r.min_effect, self.cfg.alpha, self.family,
+                                      prior_dof=prior.dof if prior else 0)
+        return (f"; at this noise a decision takes about {need} rounds"
+                + (f" (--max-rounds {self.cfg.max_rounds})" if need > self.cfg.max_rounds else ""))
+
     def finish(self, why_unresolved: str) -> None:
         by_row: dict[int, list[int]] = {}
         for i, (r, _) in enumerate(self.comps):
@@ -217,7 +227,8 @@ class ABRun:
                     continue
                 if i not in self.decided:
                     verdicts.append("UNRESOLVED")
-                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why_unresolved}")
+                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why_unresolved}"
+                                 + self.power_note(r, e))
                 else:
                     verdicts.append("DROP" if e.verdict == decision.DROP else "noise")
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
