@@ -19,7 +19,9 @@ def gemm(target: str | KernelSpec, a, b, c=None, alpha: float = 1.0,
     """Run `target` (a kernel name, prefix or spec, or a cuBLAS configuration such as
     'cublas_fp32', 'cublas_tf32', 'cublas_bf16') and return the new C as a float32 host array.
     A and B are float32, or ml_dtypes.bfloat16 for a bf16 target; B is K x N, or N x K for a
-    target whose b_layout is "nk"."""
+    target whose b_layout is "nk". A TF32 target multiplies A and B rounded to TF32 (to
+    nearest, ties away, as cvt.rna does): they are rounded here, as the harness's own operands
+    are, so kernels whose hardware truncates and cuBLAS see the same numbers."""
     from .cuda.targets import operand_format, resolve
     what = resolve(target)
     fmt = operand_format(what)
@@ -31,6 +33,9 @@ def gemm(target: str | KernelSpec, a, b, c=None, alpha: float = 1.0,
     t = open_target(what)
     try:
         launch = t.launcher(prob)
+        if fmt.precision == "tf32":
+            from .core.precision import round_tf32
+            a, b = round_tf32(a), round_tf32(b)
         ops = DeviceOperands(a, b, c)
         try:
             run_once(launch, ops.a, ops.b, ops.c, prob)

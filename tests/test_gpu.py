@@ -230,6 +230,25 @@ def test_bf16_host_arrays_through_the_api(gpu):
         api.gemm("cublas_bf16", a.astype(np.float32), b)
 
 
+@pytest.mark.parametrize("target", ["cublas_tf32", "12", "13"])
+def test_tf32_host_arrays_through_the_api_are_rounded_first(gpu, target):
+    """Unrounded float32 host arrays for a TF32 target: the api rounds them to TF32 (as the
+    harness's operands are), so a kernel whose tensor cores truncate, cuBLAS TF32 and the
+    reference from the rounded inputs agree, at a short K where truncation would show."""
+    from gemm.cuda.loader import Unsupported
+    rng = np.random.default_rng()
+    a = rng.random((130, 64), dtype=np.float32) * 2 - 1
+    spec = registry.get(target) if target[0].isdigit() else None
+    b = rng.random((66, 64) if spec is not None and spec.b_layout == "nk" else (64, 66),
+                   dtype=np.float32) * 2 - 1
+    try:
+        out = api.gemm(target, a, b)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    bb = b.T if spec is not None and spec.b_layout == "nk" else b
+    assert check_host(out, a, bb, None, 1.0, 0.0, "tf32").ok
+
+
 def test_graph_replay_runs_the_same_launches(checker):
     """The timer's captured batches (gemm.cuda.graphs) run exactly the launches they captured."""
     from gemm.cuda.graphs import CapturedBatch

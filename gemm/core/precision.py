@@ -12,8 +12,8 @@ a reference from the unrounded float32 inputs would have to allow for).
 
 Operands the harness generates for TF32 are already TF32 numbers (rounded on the device right
 after they are drawn), so a kernel whose hardware drops the low 13 bits and one that rounds them
-(cvt.rna.tf32.f32) multiply the same values; host arrays given to gemm.api are rounded by the
-reference as cvt.rna does (round to nearest, ties away from zero).
+(cvt.rna.tf32.f32) multiply the same values; host arrays given to gemm.api for a TF32 target
+are rounded the same way (round to nearest, ties away from zero) before they are uploaded.
 
 B's layout (`b_layout`, a registry field): "kn" (the default) is B as K x N row-major; "nk"
 is B stored as its transpose, N x K row-major (K contiguous: what wgmma's TF32 shared-memory

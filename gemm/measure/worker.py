@@ -46,7 +46,7 @@ class Job:
     def __init__(self, job: dict) -> None:
         from ..core.registry import BASELINES, get
         from ..cuda import device
-        from ..cuda.loader import CompileError, load
+        from ..cuda.loader import CompileError, Unsupported, load
         from ..cuda.targets import open_target
         from .check import Checker
         self.drv = device.cuda()
@@ -62,13 +62,17 @@ class Job:
         if self.spec is not None and job.get("defines"):
             self.spec = self.spec.with_defines(**job["defines"])
         self.compile_error = None
+        self.unsupported = None      # built for an arch this GPU cannot run: a skip
         if self.spec is not None:
             try:
                 load(self.spec)
+            except Unsupported as exc:
+                self.unsupported = str(exc)
             except CompileError as exc:
                 self.compile_error = str(exc)
         self.baseline = open_target(name if self.alone else self.spec.baseline, self.stream)
-        self.kernel = None if self.alone or self.compile_error else open_target(self.spec)
+        self.kernel = (None if self.alone or self.compile_error or self.unsupported
+                       else open_target(self.spec))
         self.checker = Checker(self.stream, self.baseline.fmt)   # the operands both take
 
     @property
@@ -185,8 +189,9 @@ def run_job(spec: dict) -> int:
     for pd in spec["problems"]:
         prob = Problem(pd["M"], pd["N"], pd["K"])
         rec = job.record(prob)
-        if job.compile_error:
-            rec.update(status="compile_error", error=job.compile_error)
+        if job.compile_error or job.unsupported:
+            rec.update(status="compile_error" if job.compile_error else "unsupported",
+                       error=job.compile_error or job.unsupported)
             emit(TAG, rec)
             continue
         if job.spec is not None:   # a shape the kernel refuses by contract: not a failure
