@@ -16,7 +16,7 @@ if [ "${MEMCHECK:-auto}" = auto ]; then
     exit 0
   fi
 fi
-shapes="1x1x1 65x129x7 127x1x300 1x4097x3 4095x63x129 1000x832x504 129x131x67"
+shapes="1x1x1 65x129x7 127x1x300 1x4097x3 4095x63x129 1000x832x504 129x131x67 129x257x72"
 args=(); for k in ${KERNELS:-}; do args+=(-k "$k"); done
 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 --kernel-name kns=sgemm_ \
   --print-limit 20 python3 -m gemm check "${args[@]}" --shapes $shapes
