@@ -5,8 +5,6 @@ through its own entry point (`python -m gemm measure`, or the legacy names for c
 before it), both sides are measured in turns, and the gate judges code against code, so a
 machine shift is dismissed and a code regression is not."""
 import json
-import shutil
-import subprocess
 import textwrap
 
 import pytest
@@ -14,18 +12,12 @@ import pytest
 from gemm.cli import main as cli_main
 from gemm.track import abtest
 from tests.asvfake import write_benchmarks, write_run
+from tests.stubrepo import ARGS, commit_package, git, new_repo
 
 STUB_MAIN = '''
 import json, os, sys
 TFLOPS = {tflops}
-args = sys.argv[1:]
-if args[:1] != ["measure"]:
-    sys.exit(2)
-if "--help" in args:
-    sys.exit(0)
-kernels = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
-kernel = kernels[0]
-sizes = args[args.index("--sizes") + 1:args.index("--json")]
+''' + ARGS + '''
 with open("calls.log", "a") as f:
     f.write(" ".join(kernels) + "\\n")
 doc = {{"schema": "gemm.measure/1",
@@ -51,11 +43,6 @@ def derived(rec):
 '''
 
 
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def commit_stub(repo, tflops, msg, legacy=False):
     """A commit whose `gemm` measures `tflops`: through `python -m gemm measure`, or (legacy)
     through the gemm.sweep / gemm.track names the commits before that entry point had."""
@@ -67,17 +54,12 @@ def commit_stub(repo, tflops, msg, legacy=False):
         (pkg / "sweep.py").write_text(textwrap.dedent(LEGACY_SWEEP.format(tflops=tflops)))
     else:
         (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops)))
-    git(repo, "add", "-A", "gemm")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
-    return git(repo, "rev-parse", "HEAD")
+    return commit_package(repo, msg)
 
 
 @pytest.fixture
 def stub_repo(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    return repo
+    return new_repo(tmp_path / "repo")
 
 
 def test_run_measures_each_commits_own_code_in_turns(stub_repo):
@@ -127,12 +109,6 @@ def gate(stub_repo, res, *extra):
                      str(stub_repo), "--verdicts", str(stub_repo.parent / "verdicts"),
                      "--calibration", str(stub_repo.parent / "calibration"), "--no-anchor",
                      *extra])
-
-
-@pytest.fixture
-def gpu_here(monkeypatch):
-    import gemm.track.confirm
-    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
 
 
 def test_a_machine_shift_is_dismissed(stub_repo, gpu_here, capsys):

@@ -8,7 +8,6 @@ noise, a drift of the machine, an injected delay read from GEMM_INJECT_DELAY):
   `gemm calibrate` end to end, and the gate's verdict page."""
 import json
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -16,18 +15,12 @@ import pytest
 from gemm.cli import main as cli_main
 from gemm.track import anchor, calibration, decision
 from tests.asvfake import write_benchmarks, write_run
+from tests.stubrepo import ARGS, commit_package, git, new_repo
 
 STUB = '''
 import json, os, sys
 cfg = json.load(open(os.path.join(os.path.dirname(__file__), "recipe.json")))
-args = sys.argv[1:]
-if args[:1] != ["measure"]:
-    sys.exit(2)
-if "--help" in args:
-    sys.exit(0)
-kernels = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
-kernel = kernels[0]
-sizes = args[args.index("--sizes") + 1:args.index("--json")]
+''' + ARGS + '''
 counter = os.path.join(cfg["state"], "count")
 n = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(n + 1))
@@ -49,11 +42,6 @@ open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
 '''
 
 
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 def commit(repo, level, msg, noise=0.0005, drift=0.0, **more):
     pkg = repo / "gemm"
     pkg.mkdir(exist_ok=True)
@@ -61,23 +49,12 @@ def commit(repo, level, msg, noise=0.0005, drift=0.0, **more):
     (pkg / "__main__.py").write_text(STUB)
     (pkg / "recipe.json").write_text(json.dumps({"level": level, "noise": noise, "drift": drift,
                                                  "state": str(repo.parent), **more}))
-    git(repo, "add", "-A", "gemm")
-    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
-    return git(repo, "rev-parse", "HEAD")
+    return commit_package(repo, msg)
 
 
 @pytest.fixture
 def repo(tmp_path):
-    r = tmp_path / "repo"
-    r.mkdir()
-    git(r, "init", "-q")
-    return r
-
-
-@pytest.fixture
-def gpu_here(monkeypatch):
-    import gemm.track.confirm
-    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
+    return new_repo(tmp_path / "repo")
 
 
 def record(repo, values: list[tuple[str, float]]):

@@ -12,10 +12,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..core import metrics
+from ..core.metrics import Series
 from ..track import anchor as anchors
 from ..track import calibration, confirm, verdicts
 from ..track.gate import (CLASSES, MIN_EFFECT, SCREEN, GateConfig, Narrowing, evaluate, failed,
-                          measured_nothing)
+                          measured_nothing, select)
 from ..track.history import HistoryError, finite, load_runs, resolve_machine
 from .tables import regress_table
 
@@ -81,12 +82,6 @@ def _kernel_name(name: str, known: set) -> str:
         return name
 
 
-def confirm_commit(runs, commit: str | None) -> str | None:
-    """The full sha of the run to be judged (the newest, or the one `commit` names)."""
-    hits = [r.commit for r in runs if not commit or r.commit.startswith(commit)]
-    return hits[-1] if hits else None
-
-
 def _write_json(path, doc) -> None:
     if path:
         Path(path).write_text(json.dumps(doc, indent=1))
@@ -107,7 +102,7 @@ def _per_class(items: list[str], default: dict, what: str) -> dict:
 
 
 def _changepoints(rows, runs, new_run) -> None:
-    """Where each drifting series stepped down, over its history up to the judged run."""
+    """Where each flagged or drifting series stepped, over its history up to the judged run."""
     upto = runs[:runs.index(new_run) + 1]
     for r in rows:
         drifting = (r.verdict in ("DROP", "UNRESOLVED", "drop?")
@@ -115,12 +110,9 @@ def _changepoints(rows, runs, new_run) -> None:
                         and -r.anchor_change > r.bound))
         if not drifting:
             continue
-        pts = []
-        for run in upto:
-            p = next((p for k, p in run.points.items() if (k.target, k.size, k.metric)
-                      == (r.kernel, r.size, r.metric) and not k.baseline), None)
-            if p is not None and finite(p.value):
-                pts.append((run.commit, p.value))
+        key = Series(r.kernel, r.size, r.metric)
+        pts = [(run.commit, run.points[key].value) for run in upto
+               if key in run.points and finite(run.points[key].value)]
         try:
             r.changepoints = anchors.changepoints(pts)
         except ImportError as exc:   # the [track] extra brings ruptures
@@ -146,9 +138,10 @@ def main(args) -> int:
         narrow = Narrowing(tuple(_kernel_name(k, known) for k in kernel_names), tuple(args.sizes))
         anchor, anchor_src = (None, "no anchor (--no-anchor)") if args.no_anchor else \
             anchors.resolve(args.repo, args.anchor)
-        judged = confirm_commit(runs, args.commit)
-        if anchor and judged:
-            before = [r.commit for r in runs[:[r.commit for r in runs].index(judged)]]
+        judged_run, earlier = select(runs, args.commit)
+        judged = judged_run.commit
+        if anchor:
+            before = {r.commit for r in earlier}
             related = anchors.is_ancestor(args.repo, anchor, judged)
             why_not = ("is the judged commit" if judged == anchor else
                        "has no recorded run before it on this machine" if anchor not in before

@@ -84,23 +84,14 @@ def summary_table(records: list[dict]) -> str:
     return table(["TFLOPS (% of cuBLAS)"] + sizes, rows)
 
 
-def kernel_label(name: str) -> str:
-    """A kernel's name with its precision where it is not FP32 ("13_tf32_wgmma_tma [TF32]")."""
-    from ..core import registry
-    try:
-        p = registry.get(name).precision
-    except ValueError:        # retired from the registry; its history stays
-        return name
-    return name if p == "fp32" else f"{name} [{p.upper()}]"
-
-
 def regress_table(rows, commit: str) -> str:
     def f(x, pct=False):
         if x is None:
             return "-"
         return f"{100 * x:+.2f} %" if pct else f"{x:.4g}"
 
-    body = [[kernel_label(r.kernel), r.size, metrics.get(r.metric).label, f"{f(r.centre)} (n={r.n_hist})",
+    from ..core.registry import label
+    body = [[label(r.kernel), r.size, metrics.get(r.metric).label, f"{f(r.centre)} (n={r.n_hist})",
              f(r.new), f(r.change, True), f(None if r.bound is None else -r.bound, True),
              r.verdict, r.note] for r in rows]
     head = f"gemm regress: commit {commit[:10]} against the history before it\n"

@@ -279,6 +279,16 @@ def baselines() -> list[str]:
     return sorted({s.baseline for s in registry().values()})
 
 
+def label(name: str) -> str:
+    """A kernel's name as tables and plots show it: with its arithmetic where that is not
+    FP32 ("13_tf32_wgmma_tma [TF32]"); a name no longer registered as it is."""
+    try:
+        p = get(name).precision
+    except ValueError:
+        return name
+    return name if p == "fp32" else f"{name} [{p.upper()}]"
+
+
 def get(name: str) -> KernelSpec:
     """Look a kernel up by its full name or a unique prefix (`05`, `05_2d`)."""
     reg = registry()

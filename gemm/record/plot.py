@@ -12,17 +12,8 @@ import sys
 from pathlib import Path
 
 from ..core import stats
+from ..core.registry import label
 from ..track.history import HistoryError, finite, load_runs, resolve_machine
-
-
-def _label(name: str) -> str:
-    """A kernel with its arithmetic where it is not FP32: '13_tf32_wgmma_tma [TF32]'."""
-    from ..core import registry
-    try:
-        p = registry.get(name).precision
-    except ValueError:
-        return name
-    return name if p == "fp32" else f"{name} [{p.upper()}]"
 
 
 def _series(runs, metric: str, baseline: bool) -> dict:
@@ -66,7 +57,7 @@ def make_plots(results: str, machine: str, out_dir: str) -> list[Path]:
                 continue
             med = stats.median([v for _, v in pts])
             ax.plot([i for i, _ in pts], [100 * (v / med - 1) for _, v in pts], marker="o",
-                    label=f"{_label(name)} ({pts[-1][1]:.2f})")
+                    label=f"{label(name)} ({pts[-1][1]:.2f})")
         for (name, s), pts in sorted(blas.items()):
             if s == size:
                 med = stats.median([v for _, v in pts])
@@ -98,7 +89,7 @@ def _vs_size(plt, kern, blas, machine, last, out: Path) -> Path:
                          if n == name and s.isdigit() and _pow2(int(s)))
             if pts:
                 ax.plot([x for x, _ in pts], [y for _, y in pts], style, marker="o",
-                        label=_label(name))
+                        label=label(name))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")   # FP32 (~50 TFLOPS) and tensor cores (~700) on one readable axis
     ax.set_xlabel("M = N = K (powers of two; the other tracked shapes are in the tables)")

@@ -91,7 +91,7 @@ def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALT
     sigma = max(1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2), 1e-4)
     algo = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(y.reshape(-1, 1))
     ends = algo.predict(pen=penalty * sigma ** 2 * np.log(len(y)))
-    out, start = [], 0
+    out = []
     bounds = list(zip([0] + ends[:-1], ends))
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         before, after = float(np.exp(y[a0:b0].mean())), float(np.exp(y[a1:b1].mean()))

@@ -95,26 +95,42 @@ def classify(lo: float, hi: float, margin: float) -> str:
     return AMBIGUOUS
 
 
-def effect(ref, new, delta: float, alpha: float = 1e-3, family: int = 1,
-           prior: Noise | None = None) -> Effect:
-    """The effect of new against ref (per-process values, higher is better) and its verdict."""
-    from scipy import stats as st
+def _check(delta: float, alpha: float, family: int) -> None:
     if not 0 < delta < 1 or not 0 < alpha < 1 or family < 1:
         raise ValueError("need 0 < delta < 1, 0 < alpha < 1, family >= 1")
+
+
+def _interval(d: float, ss: float, dof: int, prior: Noise | None, scale: float, se_per_sd: float,
+              alpha: float, family: int):
+    """The one interval every rule here makes: the observed sum of squares `ss` (`dof`) pooled
+    with the calibration's, whose variance for this statistic is `scale` * sigma^2 (`prior.dof`);
+    Student's t at 1 - alpha / family two-sided; the standard error is sd * `se_per_sd`.
+    (lo, hi, sd, dof), or None when no degree of freedom is left."""
+    from scipy import stats as st
+    if prior is not None:
+        ss += prior.dof * scale * prior.sigma ** 2
+        dof += prior.dof
+    if dof < 1:
+        return None
+    sd = math.sqrt(ss / dof)
+    t = float(st.t.ppf(1 - alpha / family / 2, dof))
+    return d - t * sd * se_per_sd, d + t * sd * se_per_sd, sd, dof
+
+
+def effect(ref, new, delta: float, alpha: float = 1e-3, family: int = 1,
+           prior: Noise | None = None) -> Effect:
+    """The effect of new against ref (per-process values, higher is better, unpaired) and its
+    verdict."""
+    _check(delta, alpha, family)
     lr, ln = _logs(ref), _logs(new)
     if not lr or not ln:
         raise ValueError("each arm needs at least one process value")
     d = sum(ln) / len(ln) - sum(lr) / len(lr)
-    ss, dof = _ss(lr) + _ss(ln), len(lr) + len(ln) - 2
-    if prior is not None:
-        ss += prior.dof * prior.sigma ** 2
-        dof += prior.dof
-    if dof < 1:  # one process per arm and no calibration: no interval can be made
+    got = _interval(d, _ss(lr) + _ss(ln), len(lr) + len(ln) - 2, prior, 1.0,
+                    math.sqrt(1 / len(lr) + 1 / len(ln)), alpha, family)
+    if got is None:  # one process per arm and no calibration: no interval can be made
         return Effect(d, -math.inf, math.inf, math.nan, 0, len(lr), len(ln), AMBIGUOUS)
-    sigma = math.sqrt(ss / dof)
-    se = sigma * math.sqrt(1 / len(lr) + 1 / len(ln))
-    t = float(st.t.ppf(1 - alpha / family / 2, dof))
-    lo, hi = d - t * se, d + t * se
+    lo, hi, sigma, dof = got
     return Effect(d, lo, hi, sigma, dof, len(lr), len(ln), classify(lo, hi, delta / 2))
 
 
@@ -125,10 +141,8 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     in e_i and does not widen the interval; d = mean(e_i), its noise the spread of the e_i
     (r - 1 dof) pooled with the calibration's (sd of e_i: sigma sqrt(1/n_new + 1/n_ref) per
     round), Student's t at the same level. `ref_rounds[i]`, `new_rounds[i]`: the values of
-    round i."""
-    from scipy import stats as st
-    if not 0 < delta < 1 or not 0 < alpha < 1 or family < 1:
-        raise ValueError("need 0 < delta < 1, 0 < alpha < 1, family >= 1")
+    round i. This is the gate's rule (gemm.track.confirm, gemm.track.calibrate)."""
+    _check(delta, alpha, family)
     rounds = [(_logs(a), _logs(b)) for a, b in zip(ref_rounds, new_rounds) if a and b]
     if not rounds:
         raise ValueError("each arm needs at least one process value in a round")
@@ -137,18 +151,12 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     d = sum(es) / r
     n_ref = sum(len(a) for a, _ in rounds)
     n_new = sum(len(b) for _, b in rounds)
-    ss, dof = sum((e - d) ** 2 for e in es), r - 1
-    if prior is not None:
-        scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r
-        ss += prior.dof * scale * prior.sigma ** 2
-        dof += prior.dof
-    else:
-        scale = 1.0
-    if dof < 1:
+    scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r if prior is not None else 1.0
+    got = _interval(d, sum((e - d) ** 2 for e in es), r - 1, prior, scale, 1 / math.sqrt(r),
+                    alpha, family)
+    if got is None:
         return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS)
-    sd_e = math.sqrt(ss / dof)
-    t = float(st.t.ppf(1 - alpha / family / 2, dof))
-    lo, hi = d - t * sd_e / math.sqrt(r), d + t * sd_e / math.sqrt(r)
+    lo, hi, sd_e, dof = got
     return Effect(d, lo, hi, sd_e / math.sqrt(scale), dof, n_ref, n_new,
                   classify(lo, hi, delta / 2))
 
@@ -181,24 +189,14 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
         diffs.append(d)
     r = len(diffs)
     m = sum(diffs) / r
-    ss, dof = sum((x - m) ** 2 for x in diffs), r - 1
-    if prior is not None:
-        ss += prior.dof * 2 * (1 + kmax ** 2) * prior.sigma ** 2
-        dof += prior.dof
-    if dof < 1:
+    scale = 2 * (1 + kmax ** 2)
+    got = _interval(m, sum((x - m) ** 2 for x in diffs), r - 1, prior, scale, 1 / math.sqrt(r),
+                    alpha, family)
+    if got is None:
         return True, None
-    from scipy import stats as st
-    sd = math.sqrt(ss / dof)
-    t = float(st.t.ppf(1 - alpha / family / 2, dof))
-    lo, hi = m - t * sd / math.sqrt(r), m + t * sd / math.sqrt(r)
-    e = Effect(m, lo, hi, sd / math.sqrt(2 * (1 + kmax ** 2)), dof, r, r,
-               classify(lo, hi, delta / 4))
+    lo, hi, sd, dof = got
+    e = Effect(m, lo, hi, sd / math.sqrt(scale), dof, r, r, classify(lo, hi, delta / 4))
     return e.verdict not in (DROP, FASTER), e
-
-
-def _logs_ok(xs) -> list[float]:
-    _logs(xs)   # raises on a bad value
-    return list(xs)
 
 
 def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
