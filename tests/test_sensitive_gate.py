@@ -193,6 +193,25 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
     assert all(r["effects"][0]["dof"] == 40 for r in rows)   # one round: 0 dof of its own + 40
 
 
+def test_the_gate_uses_no_calibration_made_on_another_gpu(repo, gpu_here, monkeypatch):
+    import gemm.measure.facts
+    shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    slow = commit(repo, 29.7, "slower")
+    res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.7)])
+    calibration.save(repo.parent / "calibration", "h200", {"gpu_name": "NVIDIA H200", "noise": [
+        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+    out = repo.parent / "r.json"
+    for name, used in (("NVIDIA H200", True), ("NVIDIA H100 80GB HBM3", False)):
+        monkeypatch.setattr(gemm.measure.facts, "gpu_name", lambda n=name: n)
+        gate(repo, res, "--no-anchor", "--json", str(out))
+        doc = json.loads(out.read_text())
+        assert (doc["calibration"] is not None) == used
+        if not used:
+            assert "made on a NVIDIA H200" in doc["calibration_note"]
+            assert all(r["effects"][0]["dof"] < 40 for r in doc["rows"] if r["effects"])
+
+
 def test_the_anchor_is_found_by_flag_tag_or_file(repo, tmp_path):
     a = commit(repo, 30.0, "a")
     b = commit(repo, 30.0, "b")

@@ -155,7 +155,10 @@ def main(args) -> int:
     except (HistoryError, ValueError) as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
-    cal, why_not = calibration.load(args.calibration, machine)
+    from ..measure.facts import gpu_name
+    # the calibration must be this runner's: same asv machine, and a GPU of the name it was
+    # made on (NVML's; unknown without a GPU, where no A/B can run anyway)
+    cal, why_not = calibration.load(args.calibration, machine, gpu_name=gpu_name())
     doc = {"schema": SCHEMA, "commit": new_run.commit, "machine": machine,
            "config": asdict(cfg), "narrowed": str(narrow) if narrow else None,
            "anchor": anchor, "anchor_source": anchor_src,

@@ -163,6 +163,10 @@ class Clocks:
         return self._ask(lambda n, h: " ".join(_text(x) for x in (n.nvmlDeviceGetName(h),
                                                                   n.nvmlDeviceGetUUID(h))))
 
+    def name(self) -> str | None:
+        """'NVIDIA H200': the GPU's product name (what a runner's calibration is made for)."""
+        return self._ask(lambda n, h: _text(n.nvmlDeviceGetName(h)))
+
     def driver_version(self) -> str | None:
         return self._ask(lambda n, h: _text(n.nvmlSystemGetDriverVersion()), need_handle=False)
 

@@ -18,6 +18,12 @@ def machine_info(name: str | None = None) -> dict:
             "cuda": dev.cuda}
 
 
+def gpu_name() -> str | None:
+    """'NVIDIA H200', or None without NVML (a machine with no GPU)."""
+    from ..cuda.device import Clocks
+    return Clocks().name()
+
+
 def gpu_identity() -> str | None:
     """'NVIDIA H200 GPU-<uuid>': which physical GPU this is (lent machines differ)."""
     from ..cuda.device import Clocks
