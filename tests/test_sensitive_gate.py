@@ -167,7 +167,10 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
         {"kernel": "07", "size": "4096", "metric": "tflops", "sigma": 0.003, "dof": 3}]})
     cal, why = calibration.load(root, "h200", gpu_name="NVIDIA H200")
     assert why == "" and cal.prior("09", "4096", "tflops") == decision.Noise(0.001, 5)
-    assert cal.prior("09", "2048", "tflops") is None
+    assert cal.prior("09", "512", "tflops") is None        # its size class has nothing calibrated
+    # a size nobody calibrated borrows from the nearest calibrated one of its class
+    assert cal.prior("09", "8192x1024x4096", "tflops") == decision.Noise(0.003, 3)
+    assert cal.prior("09", "2048", "tflops") == decision.Noise(0.003, 3)
     assert cal.prior("05", "4096", "tflops") == decision.Noise(0.003, 3)   # borrowed: the worst
     assert cal.borrowed("05", "4096", "tflops") and not cal.borrowed("09", "4096", "tflops")
     assert "NVIDIA H100" in calibration.load(root, "h200", gpu_name="NVIDIA H100")[1]
@@ -265,6 +268,13 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
     assert why == "" and cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 3
     summary = cal.doc["summary"][0]
     assert summary["detected"]["0.02"] == "2/2" and summary["smallest_always_detected"] <= 0.02
+    # a noise-only run with more processes replaces the noise and keeps the detection table
+    assert cli_main(["calibrate", "--repo", str(repo), "--machine", "h200", "-k", "09_cp_async_pipeline",
+                     "--sizes", "4096", "--processes", "6", "--trials", "0",
+                     "--out", str(out_dir)]) == 0
+    cal, why = calibration.load(out_dir, "h200")
+    assert why == "" and cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5
+    assert cal.doc["summary"][0] == summary and cal.doc["trials"] == 2
 
 
 def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):

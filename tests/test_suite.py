@@ -43,6 +43,30 @@ def test_failed_kernels_fail_and_missing_sizes_skip():
         suite.samples(CACHE, metrics.TFLOPS, "4096")
 
 
+def test_a_size_the_kernel_refuses_is_a_skip_in_asv_and_a_failure_is_not():
+    """Through asv_runner's own setup/run path: asv records NaN (a skip) only when setup raises
+    NotImplementedError; an unsupported size must be a skip, a wrong kernel a failure."""
+    from asv_runner.discovery import get_benchmark_from_name
+    k = "05_2d_blocktiling"
+    cache = {"records": [rec(k, "1000"), rec(k, "512", status="wrong"),
+                         {**rec(k, "4096", status="unsupported"), "error": "K % 4 != 0"}]}
+    name = f"bench_gemm.{metrics.kernel_class(k)}.track_tflops"
+    idx = {size: i for i, size in enumerate(suite.SIZES)}
+    outcomes = {}
+    for size in ("1000", "512", "4096", "8192"):       # 8192: not part of this sweep
+        b = get_benchmark_from_name(str(ROOT / "benchmarks"), f"{name}-{idx[size]}")
+        b.set_cache(cache)
+        if b.do_setup():
+            outcomes[size] = "skip"
+            continue
+        try:
+            b.do_run()
+            outcomes[size] = "ok"
+        except RuntimeError:
+            outcomes[size] = "failed"
+    assert outcomes == {"1000": "ok", "512": "failed", "4096": "skip", "8192": "skip"}
+
+
 def test_baseline_measured_alone():
     r = rec("cublas_fp32", "1000")
     r.update(role="baseline", kernel_time=None)

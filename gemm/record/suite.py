@@ -44,14 +44,22 @@ def _record(cache: dict, size: str) -> dict:
     for r in cache["records"]:
         if r["size"] == size:
             return r
-    raise NotImplementedError(f"{size} was not part of this sweep")  # asv records a skip
+    raise NotImplementedError(f"{size} was not part of this sweep")
+
+
+def skip_unmeasured(cache: dict, size: str) -> None:
+    """The classes' setup: a size the kernel refuses by its launch contract (status
+    "unsupported", e.g. a K that TMA cannot address), or one the sweep did not run, is a skip.
+    asv records a skip (NaN) only when setup raises NotImplementedError; raised from a track_
+    method it would be a failure (null)."""
+    rec = _record(cache, size)
+    if rec["status"] == "unsupported":
+        raise NotImplementedError(f"{rec['kernel']} {size}: {rec.get('error')}")
 
 
 def samples(cache: dict, metric: metrics.Metric, size: str) -> dict:
     """asv's sample protocol for one series; raises for a failed kernel (asv records null)."""
     rec = _record(cache, size)
-    if rec["status"] == "unsupported":   # refused by the kernel's launch contract: a skip
-        raise NotImplementedError(f"{rec['kernel']} {size}: {rec.get('error')}")
     if rec["status"] != "ok":
         raise RuntimeError(f"{rec['kernel']} {size}: {rec['status']}: {rec.get('error')}")
     if rec.get("role") == "baseline":
@@ -100,6 +108,7 @@ def kernel_class(module: str, kernel: str) -> type:
     spec = registry.get(kernel)
     attrs = {"params": [SIZES], "param_names": ["size"], "timeout": TRACK_TIMEOUT_S,
              "setup_cache": _own_setup_cache(module, kernel, kernel),
+             "setup": lambda self, cache, size: skip_unmeasured(cache, size),
              "__doc__": f"{kernel} [{spec.precision.upper()}, against {spec.baseline}]: "
                         f"{spec.summary}"}
     attrs.update({f"track_{m.key}": _track(m, False, spec) for m in metrics.KERNEL_METRICS})
@@ -113,6 +122,7 @@ def baseline_class(module: str) -> type:
     setup_cache.timeout = SETUP_TIMEOUT_S
     attrs = {"params": [registry.baselines(), SIZES], "param_names": ["baseline", "size"],
              "timeout": TRACK_TIMEOUT_S, "setup_cache": setup_cache,
+             "setup": lambda self, cache, baseline_name, size: skip_unmeasured(cache[baseline_name], size),
              "__doc__": "cuBLAS itself, each configuration measured alone"}
     attrs.update({f"track_{m.key}": _track(m, True) for m in metrics.BASELINE_METRICS})
     return type(metrics.BASELINE_CLASS, (), attrs)

@@ -107,8 +107,13 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     base = {"gpu_name": device.get("name"), "device": device, "processes": processes,
             "gate": {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
                      "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}}
+    old, _ = calibration.load(out_dir, machine)
+    # a noise-only run (no trials) keeps the detection table the file had
+    keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary")
+            if old is not None and not trials and k in old.doc}
     rows = merged_noise(out_dir, machine, rows)
-    calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": []})
+    calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
+                                        **keep})
     log("calibrate: the noise is written; the detection trials follow")
     det = []
     for t in range(trials):
@@ -120,8 +125,11 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
                         "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None})
-    doc = {**base, "noise": rows, "shares": list(shares), "trials": trials, "detection": det,
-           "summary": summarize(det, shares)}
+    if trials:
+        doc = {**base, "noise": rows, "shares": list(shares), "trials": trials, "detection": det,
+               "summary": summarize(det, shares)}
+    else:
+        doc = {**base, "noise": rows, "detection": [], "summary": [], **keep}
     return calibration.save(out_dir, machine, doc), doc
 
 

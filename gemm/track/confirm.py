@@ -233,7 +233,7 @@ class ABRun:
                     verdicts.append("DROP" if e.verdict == decision.DROP else "noise")
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
                 if self.cal is not None and self.cal.borrowed(r.kernel, r.size, r.metric):
-                    parts[-1] += " (calibrated noise borrowed from other kernels at this size)"
+                    parts[-1] += " (calibrated noise borrowed from other series at this or the nearest size)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "UNRESOLVED", "change": e.change,
                                   "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
