@@ -14,6 +14,7 @@
 #   check       gemm check: every kernel over the odd shapes and (alpha, beta) pairs
 #   cold        gemm bench --mode cold (L2 flushed before each launch), kernels $COLD_K
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
+#   memcheck    ci/memcheck.sh alone (MEMCHECK=1: every kernel; its marker lands in verdicts/)
 #   calibrate   gemm calibrate $CAL_ARGS (A/A noise, injected-delay detection) into
 #               calibration/ (kept with the results)
 #   falsealarm  the gate's false-alarm test: FA_RUNS throwaway commits on HEAD that change no
@@ -85,6 +86,8 @@ for extra in ${EXTRAS:-}; do
         summary "$work/judge-$sha/regress.json" >> "$work/judge.log"
         pack
       done ;;
+    memcheck) t1=$SECONDS; MEMCHECK=1 bash ci/memcheck.sh > "$work/memcheck.log" 2>&1
+      echo "memcheck: exit $? in $((SECONDS - t1)) s" >> "$work/memcheck.log"; pack ;;
     bench) gemm bench --json "$work/bench.json" > "$work/bench.log" 2>&1 || rc=1 ;;
     check) gemm check > "$work/check.log" 2>&1 || rc=1 ;;
     cold) gemm bench --mode cold $(for k in ${COLD_K:-04 05}; do echo -k "$k"; done) \
@@ -163,7 +166,7 @@ done
 pack
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 [ -f "$work/per-commit.log" ] && tail -n 40 "$work/per-commit.log"
-for f in backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log drift.log falsealarm.log; do
+for f in memcheck.log backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log drift.log falsealarm.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc
