@@ -102,3 +102,10 @@ def test_rounds_needed_grows_with_noise():
     quiet = d.rounds_needed(0.001, 0.01, family=40, prior_dof=10)
     noisy = d.rounds_needed(0.003, 0.01, family=40, prior_dof=10)
     assert 1 <= quiet < noisy
+
+
+def test_an_astronomically_wide_interval_is_said_plainly():
+    # one round and no calibration leave 1 dof: t at 1e-5 is ~6e4, and exp() of the bound
+    # printed as a percentage was a 300-digit number in the gate's table
+    e = d.Effect(-0.003, -40.0, 700.0, 0.004, 1, 4, 4, d.AMBIGUOUS)
+    assert e.describe().startswith("-0.30 % [< -90 %, > +900 %]")

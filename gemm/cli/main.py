@@ -311,9 +311,10 @@ def cmd_calibrate(args) -> int:
                   rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,
                                 prior_dof=r["dof"])] for r in doc["noise"]], "lllrrrr"))
     if doc["summary"]:
-        shares = [str(s) for s in args.shares]
+        shares = [str(s) for s in doc.get("shares", args.shares)]
+        kept = "" if args.trials else " (kept from the file's earlier calibration)"
         print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "
-              f"injected delays, {args.trials} trials")
+              f"injected delays, {doc.get('trials', args.trials)} trials{kept}")
         print(table(["kernel", "size"] + [f"+{100 * float(s):g} %" for s in shares]
                     + ["smallest always detected"],
                     [[r["kernel"], r["size"]]

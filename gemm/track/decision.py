@@ -65,7 +65,9 @@ class Effect:
         return math.expm1(self.estimate)
 
     def describe(self) -> str:
-        pct = lambda x: f"{100 * math.expm1(x):+.2f} %"  # noqa: E731
+        def pct(x: float) -> str:   # an interval from 1-2 dof can be astronomically wide
+            return f"{100 * math.expm1(x):+.2f} %" if abs(x) < math.log(10) else (
+                "> +900 %" if x > 0 else "< -90 %")
         return (f"{pct(self.estimate)} [{pct(self.lo)}, {pct(self.hi)}] "
                 f"({self.n_ref} vs {self.n_new} processes, sd {100 * self.sigma:.2f} %, "
                 f"{self.dof} dof)")
