@@ -215,6 +215,27 @@ def test_the_gate_uses_no_calibration_made_on_another_gpu(repo, gpu_here, monkey
             assert all(r["effects"][0]["dof"] < 40 for r in doc["rows"] if r["effects"])
 
 
+def test_a_drop_against_the_anchor_ends_the_ab_of_its_series(repo, gpu_here):
+    """A drift step: 0.5 % against the previous commit (on the decision margin: never decided)
+    and 1.5 % against the anchor (a DROP at once). The row is a DROP after one round; its
+    comparison with the previous commit is left open (MOOT), not measured to the cap."""
+    base = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    git(repo, "tag", "perf-anchor-x", base[-1])
+    a = commit(repo, 30.0 * 0.99, "a")
+    b = commit(repo, 30.0 * 0.99 * 0.995, "b")
+    res = record(repo, [(s, 30.0) for s in base] + [(a, 29.7), (b, 30.0 * 0.99 * 0.995)])
+    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+    assert gate(repo, res, "--json", str(repo.parent / "r.json")) == 1
+    rows = json.loads((repo.parent / "r.json").read_text())["rows"]
+    for r in rows:
+        by = {e["against"]: e for e in r["effects"]}
+        assert r["verdict"] == "DROP" and by[base[-1]]["verdict"] == "DROP"
+        assert by[a]["verdict"] == "MOOT" and by[a]["n_new"] == 2      # one round, not five
+        assert "decides the row" in r["note"]
+
+
 def test_the_anchor_is_found_by_flag_tag_or_file(repo, tmp_path):
     a = commit(repo, 30.0, "a")
     b = commit(repo, 30.0, "b")
@@ -275,6 +296,23 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
     cal, why = calibration.load(out_dir, "h200")
     assert why == "" and cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5
     assert cal.doc["summary"][0] == summary and cal.doc["trials"] == 2
+    # trials alone on the file's noise, added to its table (a table built over sessions)
+    args = ["calibrate", "--repo", str(repo), "--machine", "h200", "-k", "09_cp_async_pipeline",
+            "--sizes", "4096", "--processes", "0", "--inject-kernel", "09_cp_async_pipeline",
+            "--inject-sizes", "4096", "--shares", "0.005", "0.02", "--trials", "1",
+            "--out", str(out_dir)]
+    assert cli_main(args + ["--add-trials"]) == 0
+    cal, _ = calibration.load(out_dir, "h200")
+    assert cal.doc["trials"] == 3 and {d["trial"] for d in cal.doc["detection"]} == {1, 2, 3}
+    assert cal.doc["summary"][0]["detected"]["0.02"] == "3/3"
+    assert cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5     # the noise kept
+    assert all(d["prior_dof"] == 5 for d in cal.doc["detection"] if d["trial"] == 3)
+    # trials made under other gate settings are not mixed in
+    assert cli_main(args + ["--add-trials", "--max-rounds", "3"]) == 2
+    assert "other shares or gate settings" in capsys.readouterr().err
+    # without --add-trials the new trials replace the table
+    assert cli_main(args) == 0
+    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 1
 
 
 def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):

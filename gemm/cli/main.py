@@ -284,8 +284,10 @@ def cmd_calibrate(args) -> int:
     inject = _targets(args.inject_kernel) if args.inject_kernel else kernels[:3]
     for sizes in (args.sizes, args.inject_sizes):
         problems(sizes)   # bad sizes fail here, before anything runs
-    if not all(0 < s < 1 for s in args.shares) or args.processes < 2 or args.trials < 0:
-        raise UsageError("shares in (0, 1), --processes >= 2, --trials >= 0")
+    if (not all(0 < s < 1 for s in args.shares) or args.processes == 1 or args.processes < 0
+            or args.trials < 0):
+        raise UsageError("shares in (0, 1), --processes 0 (the file's noise) or >= 2, "
+                         "--trials >= 0")
     ok, why = gpu_present()
     if not ok:
         raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")
@@ -294,10 +296,16 @@ def cmd_calibrate(args) -> int:
         from ..measure.facts import machine_info
         machine = machine_info()["machine"]
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    path, doc = calibrate.run(args.repo, machine, kernels, args.sizes, args.processes, inject,
-                              args.inject_sizes, args.shares, args.trials,
-                              GateConfig(min_rounds=args.min_rounds, max_rounds=args.max_rounds),
-                              args.out, log)
+    gate = GateConfig()
+    cfg = GateConfig(min_rounds=args.min_rounds or gate.min_rounds,
+                     max_rounds=args.max_rounds or gate.max_rounds)
+    try:
+        cfg.validate()
+        path, doc = calibrate.run(args.repo, machine, kernels, args.sizes, args.processes, inject,
+                                  args.inject_sizes, args.shares, args.trials, cfg, args.out, log,
+                                  add_trials=args.add_trials)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     from ..track.decision import rounds_needed
     from ..track.gate import GateConfig as G
     g = G()
@@ -406,15 +414,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "detects here (injected delays); writes calibration/<machine>.json")
     ca.add_argument("--kernel", "-k", action="append", help="kernels for the noise (default all)")
     ca.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
-    ca.add_argument("--processes", type=int, default=6, help="A/A processes (default 6)")
+    ca.add_argument("--processes", type=int, default=6,
+                    help="A/A processes (default 6; 0: keep the file's noise, trials only)")
     ca.add_argument("--inject-kernel", action="append",
                     help="kernels of the detection test (default: the first three)")
     ca.add_argument("--inject-sizes", nargs="+", default=["2048", "4096", "8192"])
     ca.add_argument("--shares", nargs="+", type=float, default=[0.005, 0.01, 0.02, 0.03],
                     help="injected delays, as shares of the kernel's time")
     ca.add_argument("--trials", type=int, default=5)
-    ca.add_argument("--min-rounds", type=int, default=2)
-    ca.add_argument("--max-rounds", type=int, default=4)
+    ca.add_argument("--add-trials", action="store_true",
+                    help="add the trials to the file's (same shares and rounds), numbered on")
+    ca.add_argument("--min-rounds", type=int, default=None,
+                    help="rounds before the first decision (default: the gate's)")
+    ca.add_argument("--max-rounds", type=int, default=None,
+                    help="rounds before UNRESOLVED (default: the gate's)")
     ca.add_argument("--repo", default=".", help="the checkout whose code is measured")
     ca.add_argument("--machine", default=None, help="asv machine name (default: from the GPU)")
     ca.add_argument("--out", default="calibration", help="directory (default calibration/)")

@@ -102,8 +102,16 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
 
 
+_ENTRY: dict = {}
+
+
 def has_entry_point(tree: Path) -> bool:
-    return _run(Path(tree), ["-m", "gemm", "measure", "--help"], 120).returncode == 0
+    """Does this tree's code have `gemm measure`? Asked once per tree (a process start each
+    time it was asked, every arm of every round)."""
+    tree = Path(tree).resolve()
+    if tree not in _ENTRY:
+        _ENTRY[tree] = _run(tree, ["-m", "gemm", "measure", "--help"], 120).returncode == 0
+    return _ENTRY[tree]
 
 
 def _values(got: dict, tree: Path, legacy: bool) -> dict:

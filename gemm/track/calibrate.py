@@ -18,6 +18,7 @@ detection table, and per kernel x size the smallest share detected in every tria
 """
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -93,44 +94,71 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
 
 
 def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inject_sizes,
-        shares, trials: int, cfg: GateConfig, out_dir, log=print) -> tuple[Path, dict]:
-    got, device = noise(root, kernels, sizes, processes, log)
-    rows, priors = [], {}
-    for key, values in sorted(got.items()):
-        s = sigma_of(values)
-        if s is None:
-            continue
-        priors[key] = decision.Noise(*s)
-        rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": s[0],
-                     "dof": s[1], "median": stats.median([v for v in values if v]),
-                     "values": values})
-    base = {"gpu_name": device.get("name"), "device": device, "processes": processes,
-            "gate": {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
-                     "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}}
-    old, _ = calibration.load(out_dir, machine)
-    # a noise-only run (no trials) keeps the detection table the file had
+        shares, trials: int, cfg: GateConfig, out_dir, log=print,
+        add_trials: bool = False) -> tuple[Path, dict]:
+    """Noise from `processes` A/A processes (0: the machine's calibration file's, which must be
+    usable), then `trials` detection trials. The file keeps what this run did not redo: other
+    series' noise, and the detection table when no trial ran. With `add_trials`, the new
+    trials join the file's (made with the same shares and gate settings), numbered on: a
+    table of many trials can be built over several sessions of GPU time."""
+    old, why_not = calibration.load(out_dir, machine)
+    gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
+            "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}
+    earlier = []
+    if add_trials and old is not None and old.doc.get("detection"):
+        if old.doc.get("shares") != [float(x) for x in shares] or old.doc.get("gate") != gate:
+            raise ValueError("--add-trials: the file's trials were made with other shares or "
+                             f"gate settings ({old.doc.get('shares')}, {old.doc.get('gate')})")
+        earlier = list(old.doc["detection"])
+    if processes:
+        got, device = noise(root, kernels, sizes, processes, log)
+        rows = []
+        for key, values in sorted(got.items()):
+            sd = sigma_of(values)
+            if sd is not None:
+                rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
+                             "dof": sd[1], "median": stats.median([v for v in values if v]),
+                             "values": values})
+        base = {"gpu_name": device.get("name"), "device": device, "processes": processes}
+        rows = merged_noise(out_dir, machine, rows)
+    elif old is None:
+        raise ValueError(f"--processes 0 uses the file's noise, and there is none: {why_not}")
+    else:
+        rows = old.doc.get("noise", [])
+        base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes")}
+    base["gate"] = gate
+    cal = calibration.Calibration(machine, base.get("gpu_name"), "")
+    for r in rows:
+        cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(r["sigma"], r["dof"])
     keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary")
-            if old is not None and not trials and k in old.doc}
-    rows = merged_noise(out_dir, machine, rows)
+            if old is not None and (not trials or earlier) and k in old.doc}
     calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
                                         **keep})
-    log("calibrate: the noise is written; the detection trials follow")
-    det = []
+    if trials:
+        log("calibrate: the noise is written; the detection trials follow")
+    first = 1 + max((d["trial"] for d in earlier), default=0)
+    det = list(earlier)
     for t in range(trials):
-        res = trial(root, inject_kernels, inject_sizes, shares, cfg, priors, log,
+        priors = {key: cal.prior(*key) for key in
+                  [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
+        res = trial(root, inject_kernels, inject_sizes, shares, cfg,
+                    {k: v for k, v in priors.items() if v is not None}, log,
                     label=f"trial {t + 1}/{trials}: ")
-        for (k, s, m, sh), e in sorted(res.items()):
-            det.append({"trial": t + 1, "kernel": k, "size": s, "metric": m, "share": sh,
+        for (k, sz, m, sh), e in sorted(res.items()):
+            p = priors.get((k, sz, m))
+            det.append({"trial": first + t, "kernel": k, "size": sz, "metric": m, "share": sh,
                         "verdict": e.verdict if e else "FAILED",
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
-                        "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None})
-    if trials:
-        doc = {**base, "noise": rows, "shares": list(shares), "trials": trials, "detection": det,
-               "summary": summarize(det, shares)}
-    else:
-        doc = {**base, "noise": rows, "detection": [], "summary": [], **keep}
-    return calibration.save(out_dir, machine, doc), doc
+                        "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
+                        "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None})
+        # written after every trial: a run cut short keeps the trials it finished
+        calibration.save(out_dir, machine, {
+            **base, "noise": rows, "shares": [float(x) for x in shares],
+            "trials": len({d["trial"] for d in det}), "detection": det,
+            "summary": summarize(det, shares)})
+    return calibration.path_for(out_dir, machine), json.loads(
+        calibration.path_for(out_dir, machine).read_text())
 
 
 def merged_noise(out_dir, machine: str, rows: list[dict]) -> list[dict]:

@@ -82,13 +82,15 @@ class ABRun:
         self.family = len(comparisons) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
         self.decided: dict[int, decision.Effect] = {}
         self.failed: dict[int, str] = {}
+        self.moot: dict[int, str] = {}   # left open: another comparison of its row is a DROP
         self.values: dict = {}
 
     def prior(self, r: Row):
         return self.cal.prior(r.kernel, r.size, r.metric) if self.cal is not None else None
 
     def undecided(self) -> list[int]:
-        return [i for i in range(len(self.comps)) if i not in self.decided and i not in self.failed]
+        return [i for i in range(len(self.comps))
+                if i not in self.decided and i not in self.failed and i not in self.moot]
 
     def measure_round(self, n: int) -> None:
         todo = self.undecided()
@@ -147,6 +149,15 @@ class ABRun:
             e = self.effect(i)
             if e.verdict != decision.AMBIGUOUS:
                 self.decided[i] = e
+        # a row with a DROP against one commit is a DROP whatever its other comparisons say
+        # (a drift: a drop against the anchor, an ambiguous step against the previous
+        # commit): no more rounds for those
+        for i in self.undecided():
+            r = self.comps[i][0]
+            hit = next((self.comps[j][1] for j, e in self.decided.items()
+                        if self.comps[j][0] is r and e.verdict == decision.DROP), None)
+            if hit:
+                self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
 
     def effect(self, i: int):
         """Comparison i's effect, round by round (decision.effect_rounds)."""
@@ -176,7 +187,7 @@ class ABRun:
                              "during the A/B; its rounds and decisions are discarded and "
                              "measured again")
                     restarts, n, self.values = 1, 0, {}
-                    self.decided, self.failed = {}, {}
+                    self.decided, self.failed, self.moot = {}, {}, {}
                     continue
                 self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
                 return
@@ -222,10 +233,12 @@ class ABRun:
                     except ValueError:     # no complete round
                         e = None
                 if e is None and i not in self.decided:
-                    verdicts.append("UNRESOLVED")
-                    parts.append(f"vs {c[:10]}: {why_unresolved}")
+                    verdicts.append("UNRESOLVED" if i not in self.moot else "DROP")
+                    parts.append(f"vs {c[:10]}: {self.moot.get(i, why_unresolved)}")
                     continue
-                if i not in self.decided:
+                if i in self.moot:
+                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {self.moot[i]}")
+                elif i not in self.decided:
                     verdicts.append("UNRESOLVED")
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why_unresolved}"
                                  + self.power_note(r, e))
@@ -235,7 +248,8 @@ class ABRun:
                 if self.cal is not None and self.cal.borrowed(r.kernel, r.size, r.metric):
                     parts[-1] += " (calibrated noise borrowed from other series at this or the nearest size)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
-                                  else "UNRESOLVED", "change": e.change,
+                                  else "MOOT" if i in self.moot else "UNRESOLVED",
+                                  "change": e.change,
                                   "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
                                   "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
                                   "n_new": e.n_new})
