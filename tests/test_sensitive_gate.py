@@ -301,8 +301,11 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
             "--sizes", "4096", "--processes", "0", "--inject-kernel", "09_cp_async_pipeline",
             "--inject-sizes", "4096", "--shares", "0.005", "0.02", "--trials", "1",
             "--out", str(out_dir)]
+    made = calibration.load(out_dir, "h200")[0].date
+    time.sleep(1.1)
     assert cli_main(args + ["--add-trials"]) == 0
     cal, _ = calibration.load(out_dir, "h200")
+    assert cal.date == made                     # the noise's age is kept: it was not measured
     assert cal.doc["trials"] == 3 and {d["trial"] for d in cal.doc["detection"]} == {1, 2, 3}
     assert cal.doc["summary"][0]["detected"]["0.02"] == "3/3"
     assert cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5     # the noise kept

@@ -288,6 +288,8 @@ def cmd_calibrate(args) -> int:
             or args.trials < 0):
         raise UsageError("shares in (0, 1), --processes 0 (the file's noise) or >= 2, "
                          "--trials >= 0")
+    if args.processes == 0 and args.trials == 0:
+        raise UsageError("--processes 0 --trials 0 would measure nothing")
     ok, why = gpu_present()
     if not ok:
         raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")

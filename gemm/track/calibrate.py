@@ -101,7 +101,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     series' noise, and the detection table when no trial ran. With `add_trials`, the new
     trials join the file's (made with the same shares and gate settings), numbered on: a
     table of many trials can be built over several sessions of GPU time."""
-    old, why_not = calibration.load(out_dir, machine)
+    from ..measure.facts import gpu_name
+    old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name())
     gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}
     earlier = []
@@ -120,17 +121,18 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                              "dof": sd[1], "median": stats.median([v for v in values if v]),
                              "values": values})
         base = {"gpu_name": device.get("name"), "device": device, "processes": processes}
-        rows = merged_noise(out_dir, machine, rows)
+        rows = merged_noise(old, rows)
     elif old is None:
         raise ValueError(f"--processes 0 uses the file's noise, and there is none: {why_not}")
     else:
         rows = old.doc.get("noise", [])
-        base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes")}
+        # the noise was not measured again: the file keeps its date (its age is the noise's)
+        base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes", "date")}
     base["gate"] = gate
     cal = calibration.Calibration(machine, base.get("gpu_name"), "")
     for r in rows:
         cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(r["sigma"], r["dof"])
-    keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary")
+    keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary", "gate")
             if old is not None and (not trials or earlier) and k in old.doc}
     calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
                                         **keep})
@@ -161,10 +163,9 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         calibration.path_for(out_dir, machine).read_text())
 
 
-def merged_noise(out_dir, machine: str, rows: list[dict]) -> list[dict]:
-    """This run's noise rows over those of the machine's usable file (other series kept):
-    a narrower calibration adds to the file instead of replacing it."""
-    old, _ = calibration.load(out_dir, machine)
+def merged_noise(old, rows: list[dict]) -> list[dict]:
+    """This run's noise rows over those of the machine's usable file `old` (other series
+    kept): a narrower calibration adds to the file instead of replacing it."""
     new = {(r["kernel"], r["size"], r["metric"]) for r in rows}
     kept = [r for r in (old.doc.get("noise", []) if old else [])
             if (r.get("kernel"), r.get("size"), r.get("metric")) not in new]
