@@ -298,6 +298,7 @@ def cmd_calibrate(args) -> int:
         from ..measure.facts import machine_info
         machine = machine_info()["machine"]
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    from ..measure.facts import gpu_name
     gate = GateConfig()
     cfg = GateConfig(min_rounds=args.min_rounds or gate.min_rounds,
                      max_rounds=args.max_rounds or gate.max_rounds)
@@ -305,7 +306,7 @@ def cmd_calibrate(args) -> int:
         cfg.validate()
         path, doc = calibrate.run(args.repo, machine, kernels, args.sizes, args.processes, inject,
                                   args.inject_sizes, args.shares, args.trials, cfg, args.out, log,
-                                  add_trials=args.add_trials)
+                                  add_trials=args.add_trials, gpu_name=gpu_name())
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from ..track.decision import rounds_needed

@@ -95,14 +95,14 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
 
 def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inject_sizes,
         shares, trials: int, cfg: GateConfig, out_dir, log=print,
-        add_trials: bool = False) -> tuple[Path, dict]:
+        add_trials: bool = False, gpu_name: str | None = None) -> tuple[Path, dict]:
     """Noise from `processes` A/A processes (0: the machine's calibration file's, which must be
     usable), then `trials` detection trials. The file keeps what this run did not redo: other
     series' noise, and the detection table when no trial ran. With `add_trials`, the new
     trials join the file's (made with the same shares and gate settings), numbered on: a
-    table of many trials can be built over several sessions of GPU time."""
-    from ..measure.facts import gpu_name
-    old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name())
+    table of many trials can be built over several sessions of GPU time. `gpu_name`: this
+    GPU's (a file made on a GPU of another name is not used)."""
+    old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
     gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}
     earlier = []
