@@ -224,3 +224,16 @@ def test_kernels_of_the_same_sizes_share_one_process(stub_repo):
         calls = (tree / "calls.log").read_text().splitlines()
     assert calls == ["k1 k2", "k3"]
     assert {k[0] for k in got} == {"k1", "k2", "k3"}
+
+
+def test_a_tree_is_asked_once_whether_it_has_gemm_measure(tmp_path, monkeypatch):
+    from gemm.track import abtest
+    calls = []
+
+    class Done:
+        returncode = 0
+    monkeypatch.setattr(abtest, "_run", lambda tree, args, timeout, env=None: calls.append(args) or Done())
+    monkeypatch.setattr(abtest, "_ENTRY", {})
+    for _ in range(3):
+        assert abtest.has_entry_point(tmp_path)
+    assert len(calls) == 1

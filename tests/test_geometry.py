@@ -80,5 +80,20 @@ def test_a_shape_a_kernel_refuses_by_contract_is_unsupported_not_failed():
         skip_unmeasured({"records": [rec]}, odd.label)   # (tests/test_suite.py: through asv)
     rec["status"] = "error"
     skip_unmeasured({"records": [rec]}, odd.label)         # not a skip: the track_ call fails
-    with pytest.raises(RuntimeError):                            # a real failure: null
+    with pytest.raises(RuntimeError):
         samples({"records": [rec]}, metrics.TFLOPS, odd.label)
+
+
+def test_only_a_contract_refusal_is_unsupported_a_bug_is_not(monkeypatch):
+    """A ValueError from a bug in the planning code must not pass for a refusal (a skip that
+    would hide the failure from the gate)."""
+    import pytest
+    import gemm.core.tensormaps
+    from gemm.core.geometry import unsupported
+    from gemm.core.registry import get
+
+    def broken(spec, prob):
+        raise ValueError("a bug")
+    monkeypatch.setattr(gemm.core.tensormaps, "plans", broken)
+    with pytest.raises(ValueError, match="a bug"):
+        unsupported(get("13"), Problem.parse("4096"))

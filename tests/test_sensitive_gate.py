@@ -171,6 +171,16 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     # a size nobody calibrated borrows from the nearest calibrated one of its class
     assert cal.prior("09", "8192x1024x4096", "tflops") == decision.Noise(0.003, 3)
     assert cal.prior("09", "2048", "tflops") == decision.Noise(0.003, 3)
+    # ... and between two calibrated sizes, the worse of the two that bracket it
+    from gemm.track.calibration import bracketing_sizes
+    assert bracketing_sizes("8192x1024x4096", {"2048", "4096", "8192", "1024"}) == ["2048", "4096"]
+    assert bracketing_sizes("3001x2999x3003", {"2048", "4096"}) == ["2048", "4096"]
+    assert bracketing_sizes("16384", {"2048", "4096"}) == ["4096"]
+    assert bracketing_sizes("4096", {"2048", "4096"}) == ["4096"]
+    quiet = calibration.Calibration("h200", None, "", noise={
+        ("09", "2048", "tflops"): decision.Noise(0.0023, 9),
+        ("09", "4096", "tflops"): decision.Noise(0.0008, 12)})
+    assert quiet.prior("05", "8192x1024x4096", "tflops") == decision.Noise(0.0023, 9)
     assert cal.prior("05", "4096", "tflops") == decision.Noise(0.003, 3)   # borrowed: the worst
     assert cal.borrowed("05", "4096", "tflops") and not cal.borrowed("09", "4096", "tflops")
     assert "NVIDIA H100" in calibration.load(root, "h200", gpu_name="NVIDIA H100")[1]
@@ -310,9 +320,28 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
     assert cal.doc["summary"][0]["detected"]["0.02"] == "3/3"
     assert cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5     # the noise kept
     assert all(d["prior_dof"] == 5 for d in cal.doc["detection"] if d["trial"] == 3)
-    # trials made under other gate settings are not mixed in
+    # trials made under other gate settings, or of other kernels or sizes, are not mixed in
     assert cli_main(args + ["--add-trials", "--max-rounds", "3"]) == 2
-    assert "other shares or gate settings" in capsys.readouterr().err
+    assert "other shares, gate settings" in capsys.readouterr().err
+    assert cli_main(args + ["--add-trials", "--inject-sizes", "2048"]) == 2
+    assert cli_main(args + ["--min-rounds", "0"]) == 2                 # refused, not defaulted
+    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 3
+    # a noise-only run keeps the table and the gate settings it was made with
+    assert cli_main(["calibrate", "--repo", str(repo), "--machine", "h200", "-k", "09_cp_async_pipeline",
+                     "--sizes", "4096", "--processes", "3", "--trials", "0", "--max-rounds", "3",
+                     "--out", str(out_dir)]) == 0
+    doc = calibration.load(out_dir, "h200")[0].doc
+    assert doc["trials"] == 3 and doc["gate"]["max_rounds"] == 5
+    # a run cut short before its first trial ends leaves the file's table as it was
+    import gemm.track.calibrate
+
+    def cut(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(gemm.track.calibrate, "trial", cut)
+    assert cli_main(args) != 0                  # the CLI reports the interruption
+    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 3
+    monkeypatch.undo()
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
     # without --add-trials the new trials replace the table
     assert cli_main(args) == 0
     assert calibration.load(out_dir, "h200")[0].doc["trials"] == 1

@@ -300,14 +300,17 @@ def cmd_calibrate(args) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     from ..measure.facts import gpu_name
     gate = GateConfig()
-    cfg = GateConfig(min_rounds=args.min_rounds or gate.min_rounds,
-                     max_rounds=args.max_rounds or gate.max_rounds)
+    cfg = GateConfig(min_rounds=gate.min_rounds if args.min_rounds is None else args.min_rounds,
+                     max_rounds=gate.max_rounds if args.max_rounds is None else args.max_rounds)
     try:
         cfg.validate()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
         path, doc = calibrate.run(args.repo, machine, kernels, args.sizes, args.processes, inject,
                                   args.inject_sizes, args.shares, args.trials, cfg, args.out, log,
                                   add_trials=args.add_trials, gpu_name=gpu_name())
-    except ValueError as exc:
+    except calibrate.Refused as exc:   # said before anything was measured
         raise UsageError(str(exc)) from None
     from ..track.decision import rounds_needed
     from ..track.gate import GateConfig as G

@@ -9,7 +9,7 @@ the ceil grid. Single kernels get the ceil grid and check bounds themselves.
 """
 from __future__ import annotations
 
-from .problem import Problem
+from .problem import Problem, ShapeRefused
 from .registry import KernelSpec
 
 MAX_GRID_Y = 65535
@@ -29,16 +29,17 @@ def aligned(spec: KernelSpec, prob: Problem) -> bool:
 
 def _check_y(rows: int, M: int) -> None:
     if rows > MAX_GRID_Y:
-        raise ValueError(f"M = {M} needs {rows} row tiles, past CUDA's grid limit {MAX_GRID_Y}")
+        raise ShapeRefused(f"M = {M} needs {rows} row tiles, past CUDA's grid limit {MAX_GRID_Y}")
 
 
 def plan(spec: KernelSpec, prob: Problem) -> list[tuple[str, Grid]]:
     """[(entry point, grid), ...] in launch order. A kernel with an `align` and no fallback
-    (a TMA kernel) raises ValueError for shapes it cannot take, before any launch."""
+    (a TMA kernel) raises ShapeRefused (a ValueError) for shapes it cannot take, before any
+    launch."""
     tm, tn = spec.tile
     M, N = prob.M, prob.N
     if not aligned(spec, prob) and not spec.fallback:
-        raise ValueError(f"{spec.name} needs N and K to be multiples of {spec.align} "
+        raise ShapeRefused(f"{spec.name} needs N and K to be multiples of {spec.align} "
                          f"(got {prob.label}) and has no fallback entry")
     if not spec.split or not aligned(spec, prob):
         entry = spec.main if aligned(spec, prob) else spec.fallback
@@ -62,7 +63,7 @@ def unsupported(spec: KernelSpec, prob: Problem) -> str | None:
     try:
         plan(spec, prob)
         plans(spec, prob)
-    except ValueError as exc:
+    except ShapeRefused as exc:
         return str(exc)
     return None
 

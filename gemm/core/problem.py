@@ -13,6 +13,12 @@ import numpy as np
 MAX_ELEMENTS = 2**31 - 1
 
 
+class ShapeRefused(ValueError):
+    """A kernel's launch contract refuses this shape (alignment without a fallback, TMA's
+    16-byte row strides, the grid limit): said before anything reaches the GPU, and recorded
+    as "unsupported" (a skip), never as a failure. Any other error is a failure."""
+
+
 @dataclass(frozen=True)
 class Problem:
     M: int

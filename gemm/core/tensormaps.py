@@ -3,7 +3,7 @@
 Each map describes one operand as stored, row-major: A is M x K; B is K x N, or N x K when
 b_layout = "nk". In TMA's terms dimension 0 is the contiguous one (cols), dimension 1 the rows;
 the row stride in bytes must be a multiple of 16 and the base address 16-byte aligned, which
-`plans` checks before anything is encoded: a shape that breaks it raises ValueError. Tiles
+`plans` checks before anything is encoded: a shape that breaks it raises ShapeRefused (a ValueError). Tiles
 that run past the matrix are zero-filled by the hardware, so any M, N, K >= 1 with aligned
 strides is covered. gemm.cuda.tma encodes them with cuTensorMapEncodeTiled.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .problem import Problem
+from .problem import Problem, ShapeRefused
 from .registry import KernelSpec
 
 TMA_STRIDE_ALIGN = 16
@@ -41,7 +41,7 @@ def plans(spec: KernelSpec, prob: Problem) -> list[MapPlan]:
         rows, cols = shape_of(spec, op, prob)
         stride = cols * elt
         if stride % TMA_STRIDE_ALIGN:
-            raise ValueError(
+            raise ShapeRefused(
                 f"{spec.name}: {op} is {rows} x {cols} {dtype}; TMA needs its row stride "
                 f"({stride} bytes) to be a multiple of {TMA_STRIDE_ALIGN} bytes, so its column "
                 f"count a multiple of {TMA_STRIDE_ALIGN // elt}")

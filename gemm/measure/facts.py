@@ -19,9 +19,16 @@ def machine_info(name: str | None = None) -> dict:
 
 
 def gpu_name() -> str | None:
-    """'NVIDIA H200', or None without NVML (a machine with no GPU)."""
-    from ..cuda.device import Clocks
-    return Clocks().name()
+    """'NVIDIA H200': the name CUDA gives the first visible device (as the measurement
+    documents, and so calibration files, record it; no context is made), else NVML's; None on
+    a machine with no GPU."""
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device(0).name()
+    except Exception:
+        from ..cuda.device import Clocks
+        return Clocks().name()
 
 
 def gpu_identity() -> str | None:

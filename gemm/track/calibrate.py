@@ -30,6 +30,10 @@ from .gate import GateConfig
 METRICS = ("tflops", "pct_of_cublas")
 
 
+class Refused(ValueError):
+    """The settings cannot make the asked-for calibration (said before anything runs)."""
+
+
 def _series(kernels, sizes) -> dict[str, list[str]]:
     return {k: list(sizes) for k in kernels}
 
@@ -107,10 +111,16 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
-        if old.doc.get("shares") != [float(x) for x in shares] or old.doc.get("gate") != gate:
-            raise ValueError("--add-trials: the file's trials were made with other shares or "
-                             f"gate settings ({old.doc.get('shares')}, {old.doc.get('gate')})")
+        made = (old.doc.get("shares"), old.doc.get("gate"),
+                sorted({d["kernel"] for d in old.doc["detection"]}),
+                sorted({d["size"] for d in old.doc["detection"]}))
+        if made != ([float(x) for x in shares], gate, sorted(inject_kernels), sorted(inject_sizes)):
+            raise Refused("--add-trials: the file's trials were made with other shares, gate "
+                          "settings, kernels or sizes (shares {}, gate {}, kernels {}, sizes {})"
+                          .format(*made))
         earlier = list(old.doc["detection"])
+    if not processes and old is None:
+        raise Refused(f"--processes 0 uses the file's noise, and there is none: {why_not}")
     if processes:
         got, device = noise(root, kernels, sizes, processes, log)
         rows = []
@@ -122,8 +132,6 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                              "values": values})
         base = {"gpu_name": device.get("name"), "device": device, "processes": processes}
         rows = merged_noise(old, rows)
-    elif old is None:
-        raise ValueError(f"--processes 0 uses the file's noise, and there is none: {why_not}")
     else:
         rows = old.doc.get("noise", [])
         # the noise was not measured again: the file keeps its date (its age is the noise's)
@@ -132,8 +140,9 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     cal = calibration.Calibration(machine, base.get("gpu_name"), "")
     for r in rows:
         cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(r["sigma"], r["dof"])
+    # the file's detection table stays until a new trial replaces it (or joins it)
     keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary", "gate")
-            if old is not None and (not trials or earlier) and k in old.doc}
+            if old is not None and k in old.doc}
     calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
                                         **keep})
     if trials:
@@ -156,7 +165,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {
-            **base, "noise": rows, "shares": [float(x) for x in shares],
+            **base, "gate": gate, "noise": rows, "shares": [float(x) for x in shares],
             "trials": len({d["trial"] for d in det}), "detection": det,
             "summary": summarize(det, shares)})
     return calibration.path_for(out_dir, machine), json.loads(

@@ -46,37 +46,43 @@ class Calibration:
         """The series' own calibrated noise; else, borrowed, the largest sigma any calibrated
         kernel showed at this size and metric, with the fewest degrees of freedom among them
         (a conservative stand-in: how noisy a process is depends mostly on the problem's
-        duration). A size nobody calibrated borrows from the calibrated size of its size
-        class nearest in M*N*K (log scale; the larger on a tie); None where its class has none."""
+        duration). A size nobody calibrated takes the worst over the calibrated sizes of its
+        size class that bracket it in M*N*K (the one below and the one above; at either end
+        of the class, the nearest); None where its class has none."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own
         sizes = {s for (_, s, m) in self.noise if m == metric}
-        if size not in sizes:
-            size = nearest_size(size, sizes)
-            if size is None:
-                return None
-        same = [n for (k, s, m), n in self.noise.items() if s == size and m == metric]
+        near = [size] if size in sizes else bracketing_sizes(size, sizes)
+        same = [n for (k, s, m), n in self.noise.items() if s in near and m == metric]
+        if not same:
+            return None
         return Noise(max(n.sigma for n in same), min(n.dof for n in same))
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
         return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None
 
 
-def nearest_size(size: str, sizes) -> str | None:
-    """Of `sizes`, the one in `size`'s size class (gemm.track.gate) nearest in log M*N*K."""
-    import math
+def bracketing_sizes(size: str, sizes) -> list[str]:
+    """Of `sizes`, those in `size`'s size class (gemm.track.gate) that bracket it in M*N*K:
+    the largest not above it and the smallest not below it (one of them at either end of the
+    class; none if the class has no size)."""
     from ..core.problem import Problem
     from .gate import size_class
 
-    def vol(s: str) -> float:
+    def vol(s: str) -> int:
         p = Problem.parse(s)
-        return math.log(p.M * p.N * p.K)
-    cls = size_class(size)
+        return p.M * p.N * p.K
+    cls, v = size_class(size), vol(size)
     same = [s for s in sizes if size_class(s) == cls]
-    if not same:
-        return None
-    return min(same, key=lambda s: (abs(vol(s) - vol(size)), -vol(s)))
+    below = [s for s in same if vol(s) <= v]
+    above = [s for s in same if vol(s) >= v]
+    out = []
+    if below:
+        out.append(max(below, key=vol))
+    if above:
+        out.append(min(above, key=vol))
+    return list(dict.fromkeys(out))
 
 
 def load(root, machine: str, gpu_name: str | None = None, policy=SUITE,
