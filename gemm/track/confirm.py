@@ -246,7 +246,7 @@ class ABRun:
                     verdicts.append("DROP" if e.verdict == decision.DROP else "noise")
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
                 if self.cal is not None and self.cal.borrowed(r.kernel, r.size, r.metric):
-                    parts[-1] += " (calibrated noise borrowed from other series at this or the nearest size)"
+                    parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "MOOT" if i in self.moot else "UNRESOLVED",
                                   "change": e.change,
