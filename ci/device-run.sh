@@ -25,7 +25,8 @@
 #               recorded (-b) into a scratch copy of the history and gated with HEAD as the
 #               anchor; HEAD's own run of that kernel is re-recorded first on this GPU
 # PER_COMMIT=0 skips the per-commit job (e.g. a call that only reruns); PRISTINE=1 first resets
-# the working tree that travelled to HEAD (uncommitted edits would make the record refuse).
+# the working tree that travelled to HEAD (uncommitted edits would make the record refuse);
+# NO_RESTORE=1 skips both git steps (ci/device-lanes.sh does them once for its lanes).
 # Usage there: source .devkit/env.sh && EXTRAS="bench crosscheck" bash ci/device-run.sh
 set -uo pipefail
 final=${OUT:?set OUT}
@@ -36,7 +37,7 @@ t0=$SECONDS
 pack() { tar czf "$work/results.tgz" results verdicts calibration 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
 summary() { gemm show "$@" 2>&1 | tail -n 12; }   # the verdict line of a gemm.regress/1 report
 git config --global --add safe.directory '*' 2>/dev/null
-if [ -f .gitcarry/repo.bundle ]; then
+if [ -f .gitcarry/repo.bundle ] && [ -z "${NO_RESTORE:-}" ]; then
   # the device tool's copy of .git can be a skeleton or stale: take history, branches and HEAD
   # from the carried bundle (made here by: git bundle create .gitcarry/repo.bundle --all;
   # .gitcarry is git-excluded), then point the index at HEAD (the working tree is HEAD's)
@@ -45,7 +46,7 @@ if [ -f .gitcarry/repo.bundle ]; then
     echo "git: history restored from .gitcarry/repo.bundle"
 fi
 git rev-parse -q --verify HEAD >/dev/null || { echo "git: no HEAD; giving up"; exit 2; }
-if [ "${PRISTINE:-0}" = 1 ]; then  # measure HEAD exactly: drop uncommitted edits that travelled
+if [ "${PRISTINE:-0}" = 1 ] && [ -z "${NO_RESTORE:-}" ]; then  # measure HEAD exactly: drop uncommitted edits that travelled
   git checkout -q -f HEAD -- . && git clean -fdq -- kernels gemm tests benchmarks ci &&
     echo "git: working tree reset to HEAD"
 fi
