@@ -15,8 +15,8 @@
 #   cold        gemm bench --mode cold (L2 flushed before each launch), kernels $COLD_K
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
 #   memcheck    ci/memcheck.sh alone (MEMCHECK=1: every kernel; its marker lands in verdicts/)
-#   calibrate   gemm calibrate $CAL_ARGS (A/A noise, injected-delay detection) into
-#               calibration/ (kept with the results)
+#   calibrate   gemm calibrate $CAL_ARGS (A/A noise, injected-delay detection), on a copy of
+#               calibration/ that comes back in the bundle as calibration/
 #   falsealarm  the gate's false-alarm test: FA_RUNS throwaway commits on HEAD that change no
 #               code (a line in a scratch text file), each recorded in full and gated like a
 #               per-commit run into a scratch copy of the history; every alarm is counted
@@ -107,7 +107,11 @@ for extra in ${EXTRAS:-}; do
       done ;;
     calibrate)
       t1=$SECONDS
-      gemm calibrate --machine "$MACHINE" ${CAL_ARGS:-} > "$work/calibrate.log" 2>&1
+      # on a copy beside the logs (bundle: calibration/), not the tracked file: a per-commit
+      # job in another lane refuses to record over a modified working tree
+      mkdir -p "$work/calibration" && cp calibration/*.json "$work/calibration/" 2>/dev/null
+      gemm calibrate --machine "$MACHINE" --out "$work/calibration" ${CAL_ARGS:-} \
+        > "$work/calibrate.log" 2>&1
       echo "calibrate: exit $? in $((SECONDS - t1)) s" >> "$work/calibrate.log"; pack ;;
     drift)
       k=${DRIFT_K:-09}; base=$(git rev-parse HEAD); d="$work/drift"; mkdir -p "$d"
