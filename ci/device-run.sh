@@ -52,7 +52,19 @@ if [ "${PRISTINE:-0}" = 1 ] && [ -z "${NO_RESTORE:-}" ]; then  # measure HEAD ex
 fi
 echo "git: $(git rev-parse --short HEAD 2>&1 | head -1) on $(git branch --show-current 2>&1)"
 export MACHINE=${MACHINE:-h200}
-worktree() { rm -rf "/tmp/wt-$1"; git worktree add -f --detach "/tmp/wt-$1" "$1" >/dev/null 2>&1 && echo "/tmp/wt-$1"; }
+worktree() {  # worktree REV [NAME]: a detached worktree of REV at /tmp/wt-NAME (default REV)
+  local p="/tmp/wt-${2:-$1}"
+  rm -rf "$p"; git worktree add -f --detach "$p" "$1" >/dev/null 2>&1 && echo "$p"
+}
+history_copy() {  # history_copy DIR: a scratch copy of results/ and verdicts/ (the recorded history stays as it is)
+  rm -rf "$1/results" "$1/verdicts" && mkdir -p "$1" && cp -r results "$1/results"
+  if [ -d verdicts ]; then cp -r verdicts "$1/verdicts"; fi
+}
+record_in() {  # record_in TREE RESULTS SHA [ARGS]: `gemm record` with TREE's code into RESULTS
+  local tree=$1 res=$2 sha=$3; shift 3
+  (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record --repo "$tree" \
+     --results "$res" --machine "$MACHINE" --commit "$sha" "$@")
+}
 rc=0
 for sha in ${BACKFILL:-}; do
   wt=$(worktree "$sha") || { echo "backfill: no worktree for $sha"; rc=1; continue; }
@@ -67,8 +79,7 @@ for extra in ${EXTRAS:-}; do
   case $extra in
     throwaway)
       wt=$(worktree "${THROWAWAY:?}") || { echo "no worktree for $THROWAWAY"; rc=1; continue; }
-      rm -rf "$wt/results" "$wt/verdicts" && cp -r results "$wt/results"
-      [ -d verdicts ] && cp -r verdicts "$wt/verdicts"
+      history_copy "$wt"
       mkdir -p "$work/throwaway"
       (cd "$wt" && OUT="$work/throwaway" PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" bash ci/record.sh \
          > "$work/throwaway/record.log" 2>&1 &&
@@ -114,13 +125,10 @@ for extra in ${EXTRAS:-}; do
         > "$work/calibrate.log" 2>&1
       echo "calibrate: exit $? in $((SECONDS - t1)) s" >> "$work/calibrate.log"; pack ;;
     drift)
-      k=${DRIFT_K:-09}; base=$(git rev-parse HEAD); d="$work/drift"; mkdir -p "$d"
-      rm -rf "$d/results" "$d/verdicts" && cp -r results "$d/results"
-      wt=/tmp/wt-drift; rm -rf "$wt"; git worktree add -f --detach "$wt" HEAD >/dev/null 2>&1
-      rec() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record \
-                 --repo "$wt" --results "$d/results" --machine "$MACHINE" --commit "$1" -b "$k" \
-                 --allow-fault-injection) \
-                 >> "$d/record.log" 2>&1; }
+      k=${DRIFT_K:-09}; base=$(git rev-parse HEAD); d="$work/drift"
+      history_copy "$d"; rm -rf "$d/verdicts"
+      wt=$(worktree "$base" drift) || { echo "drift: no worktree"; rc=1; continue; }
+      rec() { record_in "$wt" "$d/results" "$1" -b "$k" --allow-fault-injection >> "$d/record.log" 2>&1; }
       t1=$SECONDS; rec "$base"; echo "drift: base ${base:0:10} re-recorded ($k): exit $? in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
       for i in $(seq 1 "${DRIFT_STEPS:-4}"); do
         t1=$SECONDS
@@ -142,18 +150,15 @@ PY
         summary "$d/step$i.json" >> "$work/drift.log"; pack
       done ;;
     falsealarm)
-      d="$work/falsealarm"; mkdir -p "$d"
-      rm -rf "$d/results" "$d/verdicts" && cp -r results "$d/results"
-      [ -d verdicts ] && cp -r verdicts "$d/verdicts"
-      wt=/tmp/wt-fa; rm -rf "$wt"; git worktree add -f --detach "$wt" HEAD >/dev/null 2>&1
+      d="$work/falsealarm"; history_copy "$d"
+      wt=$(worktree HEAD fa) || { echo "falsealarm: no worktree"; rc=1; continue; }
       for i in $(seq 1 "${FA_RUNS:-3}"); do
         t1=$SECONDS
         echo "false-alarm run $i" >> "$wt/.falsealarm"
         git -C "$wt" add -f .falsealarm
         git -C "$wt" -c user.name=fa -c user.email=fa@test commit -qm "false-alarm run $i (no code change; throwaway)"
         sha=$(git -C "$wt" rev-parse HEAD)
-        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record --repo "$wt" \
-           --results "$d/results" --machine "$MACHINE" --commit "$sha") > "$d/record$i.log" 2>&1
+        record_in "$wt" "$d/results" "$sha" > "$d/record$i.log" 2>&1
         rrc=$?; t2=$SECONDS
         gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
           --commit "$sha" --record-verdicts --json "$d/run$i.json" > "$d/run$i.log" 2>&1

@@ -20,10 +20,3 @@ last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed m
   done
   return 1
 }
-last_recorded() {  # the newest ancestor of HEAD (HEAD excluded) with a run recorded here
-  local m sha; m=$(machine)
-  for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
-    if compgen -G "$RESULTS/$m/${sha:0:8}-*.json" >/dev/null; then echo "$sha"; return 0; fi
-  done
-  return 1
-}

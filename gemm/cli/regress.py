@@ -141,13 +141,7 @@ def main(args) -> int:
         judged_run, earlier = select(runs, args.commit)
         judged = judged_run.commit
         if anchor:
-            before = {r.commit for r in earlier}
-            related = anchors.is_ancestor(args.repo, anchor, judged)
-            why_not = ("is the judged commit" if judged == anchor else
-                       "has no recorded run before it on this machine" if anchor not in before
-                       else "is not an ancestor of it" if related is False
-                       else "could not be placed by git (a shallow clone?)" if related is None
-                       else "")
+            why_not = anchors.unusable(args.repo, anchor, judged, {r.commit for r in earlier})
             if why_not:
                 anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
                 anchor = None
@@ -157,7 +151,7 @@ def main(args) -> int:
         return 2
     from ..measure.facts import gpu_name
     # the calibration must be this runner's: same asv machine, and a GPU of the name it was
-    # made on (NVML's; unknown without a GPU, where no A/B can run anyway)
+    # made on (unknown without a GPU, where no A/B can run anyway)
     cal, why_not = calibration.load(args.calibration, machine, gpu_name=gpu_name())
     doc = {"schema": SCHEMA, "commit": new_run.commit, "machine": machine,
            "config": asdict(cfg), "narrowed": str(narrow) if narrow else None,

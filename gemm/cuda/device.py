@@ -70,12 +70,23 @@ def probe() -> tuple[bool, str]:
     return True, ""
 
 
-def arch_of_device_0() -> str:
-    """sm_XY of the first GPU, without creating a context (for compiling ahead)."""
+def _device_0():
+    """The first visible GPU (CUDA_VISIBLE_DEVICES applies), without creating a context."""
     import pycuda.driver as drv
     drv.init()
-    major, minor = drv.Device(0).compute_capability()
+    return drv.Device(0)
+
+
+def arch_of_device_0() -> str:
+    """sm_XY of the first GPU (for compiling ahead)."""
+    major, minor = _device_0().compute_capability()
     return f"sm_{major}{minor}"
+
+
+def name_of_device_0() -> str:
+    """'NVIDIA H200': CUDA's name of the first GPU, as DeviceInfo (and so every measurement
+    document and calibration file) records it."""
+    return _device_0().name()
 
 
 def available() -> tuple[bool, str]:
@@ -160,11 +171,11 @@ class Clocks:
 
     def identity(self) -> str | None:
         """'NVIDIA H200 GPU-<uuid>': which physical GPU this is (lent machines differ)."""
-        return self._ask(lambda n, h: " ".join(_text(x) for x in (n.nvmlDeviceGetName(h),
-                                                                  n.nvmlDeviceGetUUID(h))))
+        name, uuid = self.name(), self._ask(lambda n, h: _text(n.nvmlDeviceGetUUID(h)))
+        return f"{name} {uuid}" if name and uuid else None
 
     def name(self) -> str | None:
-        """'NVIDIA H200': the GPU's product name (what a runner's calibration is made for)."""
+        """'NVIDIA H200': NVML's product name."""
         return self._ask(lambda n, h: _text(n.nvmlDeviceGetName(h)))
 
     def driver_version(self) -> str | None:

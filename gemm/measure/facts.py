@@ -19,15 +19,12 @@ def machine_info(name: str | None = None) -> dict:
 
 
 def gpu_name() -> str | None:
-    """'NVIDIA H200': the name CUDA gives the first visible device (as the measurement
-    documents, and so calibration files, record it; no context is made), else NVML's; None on
-    a machine with no GPU."""
+    """'NVIDIA H200': CUDA's name of the first visible GPU, else NVML's; None on a machine
+    with no GPU."""
+    from ..cuda.device import Clocks, name_of_device_0
     try:
-        import pycuda.driver as drv
-        drv.init()
-        return drv.Device(0).name()
+        return name_of_device_0()
     except Exception:
-        from ..cuda.device import Clocks
         return Clocks().name()
 
 

@@ -71,6 +71,21 @@ def is_ancestor(repo, older: str, newer: str) -> bool | None:
     return {0: True, 1: False}.get(out.returncode)
 
 
+def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
+    """Why `anchor` cannot serve the judgement of `judged` ('' if it can): `earlier`, the
+    commits recorded before it on this machine."""
+    if judged == anchor:
+        return "is the judged commit"
+    if anchor not in earlier:
+        return "has no recorded run before it on this machine"
+    related = is_ancestor(repo, anchor, judged)
+    if related is False:
+        return "is not an ancestor of it"
+    if related is None:
+        return "could not be placed by git (a shallow clone?)"
+    return ""
+
+
 PENALTY = 4.0
 
 
