@@ -121,7 +121,10 @@ for extra in ${EXTRAS:-}; do
       # on a copy beside the logs (bundle: calibration/), not the tracked file: a per-commit
       # job in another lane refuses to record over a modified working tree
       mkdir -p "$work/calibration" && cp calibration/*.json "$work/calibration/" 2>/dev/null
-      gemm calibrate --machine "$MACHINE" --out "$work/calibration" ${CAL_ARGS:-} \
+      # CAL_TIMEOUT_S: stop it (SIGINT) in time for the bundle to come back; the file keeps
+      # the trials finished before
+      timeout -s INT -k 30 "${CAL_TIMEOUT_S:-86400}" \
+        gemm calibrate --machine "$MACHINE" --out "$work/calibration" ${CAL_ARGS:-} \
         > "$work/calibrate.log" 2>&1
       echo "calibrate: exit $? in $((SECONDS - t1)) s" >> "$work/calibrate.log"; pack ;;
     drift)

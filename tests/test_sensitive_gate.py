@@ -415,3 +415,69 @@ def test_an_anchor_without_a_recorded_run_is_said_and_not_used(repo, gpu_here, c
     git(repo, "tag", "perf-anchor-old", shas[0])
     assert gate(repo, res) == 0
     assert "has no recorded run before it on this machine; not used" in capsys.readouterr().out
+
+
+def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
+    """As the gate's A/B: a share decided after round 1 is not measured again, and the
+    reference arm measures only what some share still needs."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    calls = []
+
+    def measure(root, series, env=None, **kw):
+        share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
+        calls.append((share, {k: tuple(v) for k, v in series.items()}))
+        n = len(calls)
+        wiggle = 1 + 0.0005 * ((n * 7919) % 11 - 5) / 5
+        return {(k, s, m): 30.0 * wiggle / (1 + share) for k, ss in series.items() for s in ss
+                for m in calibrate.METRICS}
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    prior = decision.Noise(0.0005, 29)
+    keys = [(k, "4096", m) for k in ("05", "09") for m in calibrate.METRICS]
+    got = calibrate.trial(".", ["05", "09"], ["4096"], [0.005, 0.03], GateConfig(),
+                          {k: prior for k in keys}, lambda s: None)
+    assert all(got[k + (0.03,)].verdict == decision.DROP for k in keys)
+    assert all(got[k + (0.005,)].verdict == decision.AMBIGUOUS for k in keys)   # at the margin
+    assert [c[0] for c in calls[:6]] == [0, 0.005, 0.03, 0.03, 0.005, 0]     # R S1 S2 S2 S1 R
+    # rounds 2-5: R S1 S1 R only, the decided share no longer measured
+    assert [c[0] for c in calls[6:]] == [0, 0.005, 0.005, 0] * 4
+    e = got[keys[0] + (0.005,)]
+    assert e.n_ref == e.n_new == 10
+
+
+def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=None, **over):
+    from gemm.track.gate import GateConfig
+    g = GateConfig()
+    gate = gate or {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
+                    "min_rounds": g.min_rounds, "max_rounds": g.max_rounds}
+    det = [{"trial": t, "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
+            "verdict": "DROP", "change": -sh, "lo": -2 * sh, "hi": -sh / 2, "n_ref": 4, "n_new": 4,
+            "prior_sigma": sigma, "prior_dof": 29} for t in trials for sh in shares]
+    doc = {"gpu_name": "NVIDIA H200", "processes": 30, "gate": gate,
+           "noise": [{"kernel": "09", "size": "4096", "metric": "tflops", "sigma": sigma,
+                      "dof": 29, "median": 47.8, "values": []}],
+           "shares": list(shares), "trials": len(trials), "detection": det,
+           "summary": calibrate_summary(det, shares), **over}
+    return calibration.save(d, machine, doc)
+
+
+def calibrate_summary(det, shares):
+    from gemm.track import calibrate
+    return calibrate.summarize(det, shares)
+
+
+def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
+    base, lane = tmp_path / "cal", tmp_path / "lane1"
+    _cal_file(base, trials=(1, 2))
+    other = _cal_file(lane, trials=(1,))
+    assert cli_main(["calibrate", "--join", str(other), "--out", str(base)]) == 0
+    assert "3 trials (joined from 1 more files)" in capsys.readouterr().out
+    doc = calibration.load(base, "h200")[0].doc
+    assert sorted({d["trial"] for d in doc["detection"]}) == [1, 2, 3]
+    assert doc["summary"][0]["detected"]["0.01"] == "3/3" and doc["trials"] == 3
+    # refused, and nothing written: other noise, other shares, another GPU, no trials
+    for i, bad in enumerate((dict(sigma=0.002), dict(shares=(0.02,)),
+                             dict(gpu_name="NVIDIA H100"), dict(trials=()))):
+        f = _cal_file(tmp_path / f"bad{i}", **bad)
+        assert cli_main(["calibrate", "--join", str(f), "--out", str(base)]) == 2
+    assert calibration.load(base, "h200")[0].doc["trials"] == 3

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from ..core import registry, shapes
 from ..core.policy import Policy
@@ -196,7 +197,6 @@ def fault_injection_in(repo) -> str:
     """What would slow a recorded run on purpose: $GEMM_INJECT_DELAY, or an inject_delay in
     the registry of the tree being recorded (gemm.core.faults); '' when none."""
     import os
-    from pathlib import Path
     from ..core.faults import ENV
     found = [f"{ENV}={os.environ[ENV]}"] if os.environ.get(ENV) else []
     path = Path(repo) / "kernels" / "kernels.toml"
@@ -212,7 +212,6 @@ def fault_injection_in(repo) -> str:
 def cmd_tune(args) -> int:
     import time
     import tomllib
-    from pathlib import Path
     from ..core import tuning
     from ..measure.facts import machine_info
     from ..measure.tune import tune
@@ -280,6 +279,8 @@ def cmd_calibrate(args) -> int:
     from ..track.confirm import gpu_present
     from ..track.gate import GateConfig
     from .tables import table
+    if args.join:
+        return _calibrate_join(args)
     kernels = _targets(args.kernel)
     inject = _targets(args.inject_kernel) if args.inject_kernel else kernels[:3]
     for sizes in (args.sizes, args.inject_sizes):
@@ -324,11 +325,36 @@ def cmd_calibrate(args) -> int:
                   f"{100 * r['sigma']:.3f}", r["dof"],
                   rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,
                                 prior_dof=r["dof"])] for r in doc["noise"]], "lllrrrr"))
-    if doc["summary"]:
-        shares = [str(s) for s in doc.get("shares", args.shares)]
-        kept = "" if args.trials else " (kept from the file's earlier calibration)"
+    _print_detection(doc, "" if args.trials else " (kept from the file's earlier calibration)")
+    print(f"\ncalibration written to {path}")
+    return 0
+
+
+def _calibrate_join(args) -> int:
+    """`gemm calibrate --join FILE...`: other files' detection trials join this machine's
+    file (gemm.track.calibrate.join); nothing is measured, no GPU is needed."""
+    from ..track import calibrate
+    machine = args.machine
+    if machine is None:
+        try:
+            machine = json.loads(Path(args.join[0]).read_text()).get("machine")
+        except (OSError, ValueError, AttributeError) as exc:
+            raise UsageError(f"--join {args.join[0]}: unreadable ({exc})") from None
+    try:
+        path, doc = calibrate.join(args.out, machine, args.join)
+    except calibrate.Refused as exc:
+        raise UsageError(str(exc)) from None
+    _print_detection(doc, f" (joined from {len(args.join)} more files)")
+    print(f"\ncalibration written to {path}")
+    return 0
+
+
+def _print_detection(doc: dict, note: str) -> None:
+    from .tables import table
+    if doc.get("summary"):
+        shares = [str(s) for s in doc["shares"]]
         print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "
-              f"injected delays, {doc.get('trials', args.trials)} trials{kept}")
+              f"injected delays, {doc.get('trials')} trials{note}")
         print(table(["kernel", "size"] + [f"+{100 * float(s):g} %" for s in shares]
                     + ["smallest always detected"],
                     [[r["kernel"], r["size"]]
@@ -337,8 +363,6 @@ def cmd_calibrate(args) -> int:
                      + [f"{100 * r['smallest_always_detected']:g} %"
                         if r["smallest_always_detected"] else "none"]
                      for r in doc["summary"]], "ll" + "r" * (len(shares) + 1)))
-    print(f"\ncalibration written to {path}")
-    return 0
 
 
 def cmd_plot(args) -> int:
@@ -437,6 +461,9 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--repo", default=".", help="the checkout whose code is measured")
     ca.add_argument("--machine", default=None, help="asv machine name (default: from the GPU)")
     ca.add_argument("--out", default="calibration", help="directory (default calibration/)")
+    ca.add_argument("--join", nargs="+", metavar="FILE",
+                    help="add these files' detection trials (same settings and noise, e.g. "
+                    "from another GPU's lane) to the machine's file; measures nothing")
     ca.set_defaults(fn=cmd_calibrate)
 
     tu = sub.add_parser("tune", help="search a kernel's constants on this GPU (its `tune` space)"

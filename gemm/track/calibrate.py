@@ -10,8 +10,12 @@
    one reference arm, one arm per share, each in its own processes), decided after
    `min_rounds` and after each further round up to `max_rounds` by gemm.track.decision with
    the noise of step 1, at the gate's family-wise level (family: the injected series x metrics
-   x looks, as if each share were one commit slowing them all). A trial detects the share
-   when its TFLOPS verdict is DROP.
+   x looks x 2, as the gate counts a commit's, its one restart included; as if each share
+   were one commit slowing them all). Like the gate, a round measures only the series still
+   undecided. A trial detects the share when its TFLOPS verdict is DROP.
+3. Join (`--join FILE`): the detection trials of other files made with the same settings and
+   noise (e.g. by another GPU's lane of the same session) join this machine's file,
+   numbered on; nothing is measured.
 
 Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise and the
 detection table, and per kernel x size the smallest share detected in every trial.
@@ -57,39 +61,55 @@ def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict]:
     return got, device
 
 
+def _cells(keys) -> dict[str, list[str]]:
+    """{kernel: [sizes]} of the (kernel, size, metric) keys, in their order."""
+    out: dict[str, list[str]] = {}
+    for k, s, _ in keys:
+        out.setdefault(k, [])
+        if s not in out[k]:
+            out[k].append(s)
+    return out
+
+
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
           label: str = "") -> dict:
-    """One detection trial: {(kernel, size, metric, share): decision.Effect or None}."""
+    """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
+
+    As the gate's A/B does (gemm.track.confirm.ABRun), a round measures only what is still
+    undecided: a share's arm the series it has not decided, the reference arm their union."""
     keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
-    family = len(keys) * (cfg.max_rounds - cfg.min_rounds + 1)
+    # the family as the gate counts it for a commit with these comparisons: every series,
+    # every look, and the one restart its A/A control allows
+    family = len(keys) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
     vals: dict = {}           # (arm, key) -> [values]; arm: "ref" or a share
     decided: dict = {}
-    arms = [("ref", None)] + [(sh, {ENV: repr(float(sh))}) for sh in shares]
     n = 0
     while n < cfg.max_rounds:
         n += 1
-        open_shares = [sh for sh in shares if any((k + (sh,)) not in decided for k in keys)]
-        if not open_shares:
+        todo = {sh: [k for k in keys if k + (sh,) not in decided] for sh in shares}
+        todo = {sh: ks for sh, ks in todo.items() if ks}
+        if not todo:
             break
-        order = ([a for a in arms if a[0] == "ref" or a[0] in open_shares])
-        order = order + order[::-1]
-        for arm, env in order:
+        union = [k for k in keys if any(k in ks for ks in todo.values())]
+        arms = [("ref", None, union)] + [(sh, {ENV: repr(float(sh))}, todo[sh]) for sh in todo]
+        for arm, env, open_keys in arms + arms[::-1]:
+            cells = _cells(open_keys)
             log(f"calibrate: {label}round {n}/{cfg.max_rounds}: "
-                f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}")
-            for key, v in abtest.measure(Path(root), _series(kernels, sizes), env=env).items():
+                f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}: "
+                + "; ".join(f"{k} at {', '.join(s)}" for k, s in cells.items()))
+            for key, v in abtest.measure(Path(root), cells, env=env).items():
                 vals.setdefault((arm, key), []).append(v)
         if n < cfg.min_rounds:
             continue
-        for sh in open_shares:
-            for key in keys:
-                if key + (sh,) in decided:
-                    continue
+        for sh, open_keys in todo.items():
+            for key in open_keys:
                 ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
                 if not ref or not new or None in ref or None in new:
                     decided[key + (sh,)] = None
                     continue
-                e = decision.effect_rounds([ref[j:j + 2] for j in range(0, len(ref), 2)],
-                                           [new[j:j + 2] for j in range(0, len(new), 2)],
+                # the share's open rounds are the first n, and so are the reference's
+                e = decision.effect_rounds([ref[j:j + 2] for j in range(0, 2 * n, 2)],
+                                           [new[j:j + 2] for j in range(0, 2 * n, 2)],
                                            cfg.effect_for(key[1]), cfg.alpha, family,
                                            priors.get(key))
                 if e.verdict != decision.AMBIGUOUS or n == cfg.max_rounds:
@@ -213,3 +233,52 @@ def _smallest(by_share: dict) -> float | None:
         else:
             break
     return best
+
+
+def _made_with(doc: dict) -> tuple:
+    """What a detection table's trials must share to be counted together."""
+    det = doc.get("detection") or []
+    return (doc.get("shares"), doc.get("gate"), sorted({d["kernel"] for d in det}),
+            sorted({d["size"] for d in det}))
+
+
+def join(out_dir, machine: str, others) -> tuple[Path, dict]:
+    """The detection trials of the files `others` joined to this machine's file in `out_dir`,
+    numbered on after its own. Each must be a usable file of the same machine, GPU name and
+    policy, its trials made with the same shares, gate settings, kernels and sizes, and with
+    the same calibrated noise as the priors (the base file's): trials of one procedure only.
+    Refused (nothing written) otherwise."""
+    base, why = calibration.load(out_dir, machine)
+    if base is None:
+        raise Refused(f"--join: no usable base file: {why}")
+    doc = dict(base.doc)
+    det = list(doc.get("detection") or [])
+    for other in others:
+        other = Path(other)
+        cal, why = calibration.load(other.parent, other.stem, gpu_name=base.gpu_name)
+        if cal is None or cal.machine != machine:
+            raise Refused(f"--join {other}: {why or 'made for another machine'}")
+        got = cal.doc.get("detection") or []
+        if not got:
+            raise Refused(f"--join {other}: it has no detection trials")
+        if det and _made_with(cal.doc) != _made_with({**doc, "detection": det}):
+            raise Refused(f"--join {other}: its trials were made with other shares, gate "
+                          "settings, kernels or sizes")
+        for d in got:
+            p = base.prior(d["kernel"], d["size"], d["metric"])
+            if p is None or (p.sigma, p.dof) != (d.get("prior_sigma"), d.get("prior_dof")):
+                raise Refused(f"--join {other}: its trial {d['trial']} used other calibrated "
+                              f"noise for {d['kernel']} at {d['size']} ({d['metric']}) than "
+                              "the base file's")
+        first = 1 + max((d["trial"] for d in det), default=0)
+        renum = {t: first + i for i, t in enumerate(sorted({d["trial"] for d in got}))}
+        det += [{**d, "trial": renum[d["trial"]]} for d in got]
+        if not doc.get("shares"):
+            doc["shares"], doc["gate"] = cal.doc.get("shares"), cal.doc.get("gate")
+    doc.update(detection=det, trials=len({d["trial"] for d in det}),
+               summary=summarize(det, doc["shares"]))
+    for k in ("schema", "machine", "policy"):
+        doc.pop(k, None)
+    calibration.save(out_dir, machine, doc)
+    return calibration.path_for(out_dir, machine), json.loads(
+        calibration.path_for(out_dir, machine).read_text())
