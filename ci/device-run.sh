@@ -124,7 +124,7 @@ for extra in ${EXTRAS:-}; do
       # CAL_TIMEOUT_S: stop it (SIGINT) in time for the bundle to come back; the file keeps
       # the trials finished before
       timeout -s INT -k 30 "${CAL_TIMEOUT_S:-86400}" \
-        gemm calibrate --machine "$MACHINE" --out "$work/calibration" ${CAL_ARGS:-} \
+        python3 -m gemm calibrate --machine "$MACHINE" --out "$work/calibration" ${CAL_ARGS:-} \
         > "$work/calibrate.log" 2>&1
       echo "calibrate: exit $? in $((SECONDS - t1)) s" >> "$work/calibrate.log"; pack ;;
     drift)
