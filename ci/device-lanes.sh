@@ -9,7 +9,9 @@
 # Each lane's bundle comes back as $OUT/laneN/bundle.tgz, its console as $OUT/laneN.log.
 # Lanes that record write separate trees (the per-commit job the repository's results/, the
 # drift and false-alarm extras their own worktrees and scratch copies); run at most one lane
-# that records into results/ and one calibrate lane (calibration/<machine>.json) at a time.
+# that records into results/ at a time. Calibrate lanes each work on their own copy of
+# calibration/ (join their trials afterwards: gemm calibrate --join). LANE_TIMEOUT_S stops a
+# lane in time for the call's files to come back (its bundle holds what it packed before).
 set -uo pipefail
 final=${OUT:?set OUT}
 cd "$(dirname "$0")/.."
@@ -25,7 +27,7 @@ for i in $(seq 0 7); do
   if [ "$i" -ge "$n" ]; then echo "lane $i: no GPU $i here ($n GPUs); not run"; continue; fi
   mkdir -p "$final/lane$i"
   (export CUDA_VISIBLE_DEVICES=$i NO_RESTORE=1 OUT="$final/lane$i"
-   bash -c "$spec bash ci/device-run.sh" > "$final/lane$i.log" 2>&1
+   timeout -k 15 "${LANE_TIMEOUT_S:-86400}" bash -c "$spec bash ci/device-run.sh" > "$final/lane$i.log" 2>&1
    echo "lane $i ($spec): exit $?" >> "$final/lane$i.log") &
   pids+=($!)
 done

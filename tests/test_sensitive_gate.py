@@ -320,9 +320,15 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
     assert cal.doc["summary"][0]["detected"]["0.02"] == "3/3"
     assert cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5     # the noise kept
     assert all(d["prior_dof"] == 5 for d in cal.doc["detection"] if d["trial"] == 3)
+    # a trial of one of the shares only: trials are counted per share
+    one = args[:args.index("--shares") + 1] + ["0.02"] + args[args.index("--trials"):]
+    assert cli_main(one + ["--add-trials"]) == 0
+    cal, _ = calibration.load(out_dir, "h200")
+    assert cal.doc["summary"][0]["detected"] == {"0.005": "0/3", "0.02": "4/4"}
+    assert cal.doc["trials"] == 3 and cal.doc["shares"] == [0.005, 0.02]
     # trials made under other gate settings, or of other kernels or sizes, are not mixed in
     assert cli_main(args + ["--add-trials", "--max-rounds", "3"]) == 2
-    assert "other shares, gate settings" in capsys.readouterr().err
+    assert "other gate settings, kernels or sizes" in capsys.readouterr().err
     assert cli_main(args + ["--add-trials", "--inject-sizes", "2048"]) == 2
     assert cli_main(args + ["--min-rounds", "0"]) == 2                 # refused, not defaulted
     assert calibration.load(out_dir, "h200")[0].doc["trials"] == 3
@@ -475,9 +481,15 @@ def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
     doc = calibration.load(base, "h200")[0].doc
     assert sorted({d["trial"] for d in doc["detection"]}) == [1, 2, 3]
     assert doc["summary"][0]["detected"]["0.01"] == "3/3" and doc["trials"] == 3
-    # refused, and nothing written: other noise, other shares, another GPU, no trials
-    for i, bad in enumerate((dict(sigma=0.002), dict(shares=(0.02,)),
+    # a lane that measured other shares: its trials are counted per share
+    assert cli_main(["calibrate", "--join", str(_cal_file(tmp_path / "lane2", shares=(0.005, 0.02))),
+                     "--out", str(base)]) == 0
+    doc = calibration.load(base, "h200")[0].doc
+    assert doc["shares"] == [0.005, 0.01, 0.02] and doc["trials"] == 1
+    assert doc["summary"][0]["detected"] == {"0.005": "1/1", "0.01": "3/3", "0.02": "1/1"}
+    # refused, and nothing written: other noise, other gate settings, another GPU, no trials
+    for i, bad in enumerate((dict(sigma=0.002), dict(gate={"max_rounds": 3}),
                              dict(gpu_name="NVIDIA H100"), dict(trials=()))):
         f = _cal_file(tmp_path / f"bad{i}", **bad)
         assert cli_main(["calibrate", "--join", str(f), "--out", str(base)]) == 2
-    assert calibration.load(base, "h200")[0].doc["trials"] == 3
+    assert calibration.load(base, "h200")[0].doc["detection"] == doc["detection"]

@@ -14,8 +14,8 @@
    were one commit slowing them all). Like the gate, a round measures only the series still
    undecided. A trial detects the share when its TFLOPS verdict is DROP.
 3. Join (`--join FILE`): the detection trials of other files made with the same settings and
-   noise (e.g. by another GPU's lane of the same session) join this machine's file,
-   numbered on; nothing is measured.
+   noise (e.g. by another GPU's lane of the same session, perhaps of other shares) join this
+   machine's file, numbered on per share; nothing is measured.
 
 Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise and the
 detection table, and per kernel x size the smallest share detected in every trial.
@@ -123,21 +123,19 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     """Noise from `processes` A/A processes (0: the machine's calibration file's, which must be
     usable), then `trials` detection trials. The file keeps what this run did not redo: other
     series' noise, and the detection table when no trial ran. With `add_trials`, the new
-    trials join the file's (made with the same shares and gate settings), numbered on: a
-    table of many trials can be built over several sessions of GPU time. `gpu_name`: this
+    trials join the file's (made with the same gate settings, kernels and sizes), numbered on
+    per share (a trial may measure some shares only): a table of many trials can be built
+    over several sessions of GPU time, and over several GPUs' lanes (`join`). `gpu_name`: this
     GPU's (a file made on a GPU of another name is not used)."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
     gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
-        made = (old.doc.get("shares"), old.doc.get("gate"),
-                sorted({d["kernel"] for d in old.doc["detection"]}),
-                sorted({d["size"] for d in old.doc["detection"]}))
-        if made != ([float(x) for x in shares], gate, sorted(inject_kernels), sorted(inject_sizes)):
-            raise Refused("--add-trials: the file's trials were made with other shares, gate "
-                          "settings, kernels or sizes (shares {}, gate {}, kernels {}, sizes {})"
-                          .format(*made))
+        made, now = _made_with(old.doc), (gate, sorted(inject_kernels), sorted(inject_sizes))
+        if made != now:
+            raise Refused("--add-trials: the file's trials were made with other gate settings, "
+                          "kernels or sizes (gate {}, kernels {}, sizes {})".format(*made))
         earlier = list(old.doc["detection"])
     if not processes and old is None:
         raise Refused(f"--processes 0 uses the file's noise, and there is none: {why_not}")
@@ -167,8 +165,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                                         **keep})
     if trials:
         log("calibrate: the noise is written; the detection trials follow")
-    first = 1 + max((d["trial"] for d in earlier), default=0)
     det = list(earlier)
+    first = {sh: next_trial(det, sh) for sh in shares}
     for t in range(trials):
         priors = {key: cal.prior(*key) for key in
                   [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
@@ -177,7 +175,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                     label=f"trial {t + 1}/{trials}: ")
         for (k, sz, m, sh), e in sorted(res.items()):
             p = priors.get((k, sz, m))
-            det.append({"trial": first + t, "kernel": k, "size": sz, "metric": m, "share": sh,
+            det.append({"trial": first[sh] + t, "kernel": k, "size": sz, "metric": m, "share": sh,
                         "verdict": e.verdict if e else "FAILED",
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
@@ -185,9 +183,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {
-            **base, "gate": gate, "noise": rows, "shares": [float(x) for x in shares],
-            "trials": len({d["trial"] for d in det}), "detection": det,
-            "summary": summarize(det, shares)})
+            **base, "gate": gate, "noise": rows, **table_of(det)})
     return calibration.path_for(out_dir, machine), json.loads(
         calibration.path_for(out_dir, machine).read_text())
 
@@ -235,17 +231,31 @@ def _smallest(by_share: dict) -> float | None:
     return best
 
 
+def next_trial(det: list[dict], share) -> int:
+    """The number of the next trial of `share`: trials are counted per share, since a trial
+    may measure some of the shares only (e.g. one GPU's lane the smallest, another the rest)."""
+    return 1 + max((d["trial"] for d in det if d["share"] == share), default=0)
+
+
+def table_of(det: list[dict]) -> dict:
+    """The file's detection fields from its rows: the shares, the number of trials (the fewest
+    any share has), the rows and their summary."""
+    shares = sorted({d["share"] for d in det})
+    counts = [len({d["trial"] for d in det if d["share"] == sh}) for sh in shares]
+    return {"shares": shares, "trials": min(counts, default=0), "detection": det,
+            "summary": summarize(det, shares)}
+
+
 def _made_with(doc: dict) -> tuple:
-    """What a detection table's trials must share to be counted together."""
+    """What trials must share to be counted together (their shares may differ)."""
     det = doc.get("detection") or []
-    return (doc.get("shares"), doc.get("gate"), sorted({d["kernel"] for d in det}),
-            sorted({d["size"] for d in det}))
+    return (doc.get("gate"), sorted({d["kernel"] for d in det}), sorted({d["size"] for d in det}))
 
 
 def join(out_dir, machine: str, others) -> tuple[Path, dict]:
     """The detection trials of the files `others` joined to this machine's file in `out_dir`,
-    numbered on after its own. Each must be a usable file of the same machine, GPU name and
-    policy, its trials made with the same shares, gate settings, kernels and sizes, and with
+    numbered on per share after its own. Each must be a usable file of the same machine, GPU
+    name and policy, its trials made with the same gate settings, kernels and sizes, and with
     the same calibrated noise as the priors (the base file's): trials of one procedure only.
     Refused (nothing written) otherwise."""
     base, why = calibration.load(out_dir, machine)
@@ -262,21 +272,23 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
         if not got:
             raise Refused(f"--join {other}: it has no detection trials")
         if det and _made_with(cal.doc) != _made_with({**doc, "detection": det}):
-            raise Refused(f"--join {other}: its trials were made with other shares, gate "
-                          "settings, kernels or sizes")
+            raise Refused(f"--join {other}: its trials were made with other gate settings, "
+                          "kernels or sizes")
         for d in got:
             p = base.prior(d["kernel"], d["size"], d["metric"])
             if p is None or (p.sigma, p.dof) != (d.get("prior_sigma"), d.get("prior_dof")):
                 raise Refused(f"--join {other}: its trial {d['trial']} used other calibrated "
                               f"noise for {d['kernel']} at {d['size']} ({d['metric']}) than "
                               "the base file's")
-        first = 1 + max((d["trial"] for d in det), default=0)
-        renum = {t: first + i for i, t in enumerate(sorted({d["trial"] for d in got}))}
-        det += [{**d, "trial": renum[d["trial"]]} for d in got]
-        if not doc.get("shares"):
-            doc["shares"], doc["gate"] = cal.doc.get("shares"), cal.doc.get("gate")
-    doc.update(detection=det, trials=len({d["trial"] for d in det}),
-               summary=summarize(det, doc["shares"]))
+        added = []
+        for sh in sorted({d["share"] for d in got}):
+            first = next_trial(det, sh)
+            mine = [d for d in got if d["share"] == sh]
+            renum = {t: first + i for i, t in enumerate(sorted({d["trial"] for d in mine}))}
+            added += [{**d, "trial": renum[d["trial"]]} for d in mine]
+        det += added
+        doc["gate"] = doc.get("gate") or cal.doc.get("gate")
+    doc.update(table_of(det))
     for k in ("schema", "machine", "policy"):
         doc.pop(k, None)
     calibration.save(out_dir, machine, doc)
