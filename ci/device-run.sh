@@ -149,7 +149,8 @@ PY
         gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
           --commit "$sha" --kernels "$k" --sizes ${DRIFT_SIZES:-2048 4096 8192} --anchor "$base" \
           --record-verdicts --json "$d/step$i.json" > "$d/step$i.log" 2>&1
-        echo "drift step $i (${sha:0:10}, cumulative $(python3 -c "print(round(100 * $i * ${DRIFT_SHARE:-0.005}, 3))") %): record exit $rrc, gate exit $? in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
+        grc=$?
+        echo "drift step $i (${sha:0:10}, cumulative $(python3 -c "print(round(100 * $i * ${DRIFT_SHARE:-0.005}, 3))") %): record exit $rrc, gate exit $grc in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
         summary "$d/step$i.json" >> "$work/drift.log"; pack
       done ;;
     falsealarm)

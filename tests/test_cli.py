@@ -60,3 +60,13 @@ def test_real_no_gpu_path_has_no_traceback():
 def test_regress_without_results(tmp_path):
     out = run("regress", "--results", str(tmp_path / "none"), "--machine", "h200")
     assert out.returncode == 2 and "no results directory" in out.stderr
+
+
+def test_the_time_split_of_a_sweep():
+    """Where a sweep's wall time went (the per-commit job's time budget is spent there)."""
+    from gemm.cli.main import _time_split
+    docs = [{"workers": [{"ready_s": 2.5, "wall_s": 9.0}, {"ready_s": 1.5, "wall_s": 5.0}]}]
+    recs = [{"wall": {"check_s": 0.25, "time_s": 0.75}}, {"wall": {"check_s": 0.75}}, {}]
+    assert _time_split(docs, recs) == (" (4 s starting 2 worker processes, 1 s checking, "
+                                       "1 s timing)")
+    assert _time_split([{}], [{}]) == ""     # documents from before the split was kept

@@ -101,6 +101,19 @@ def test_an_unresolved_ab_passes_unless_strict(repo, gpu_here, capsys):
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2", "--strict") == 1
 
 
+def test_an_effect_on_the_margin_is_said_to_be_there(repo, gpu_here, capsys):
+    """A 0.5 % drop with a 1 % minimum effect: however quiet the GPU, the interval straddles
+    the margin; the note says why, instead of asking for rounds the noise does not need."""
+    shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
+    new = commit(repo, 30.0 * (1 - 0.005), "half a percent")
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])   # the screen flags it
+    quiet_runner(repo)
+    assert gate(repo, res, "--no-anchor") == 0
+    out = capsys.readouterr().out
+    assert "UNRESOLVED" in out and "lies on the decision margin (-0.5 %)" in out
+    assert "at this noise a decision takes" not in out
+
+
 def quiet_runner(repo):
     calibration.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}

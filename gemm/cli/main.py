@@ -152,9 +152,22 @@ def cmd_show(args) -> int:
                 print(f"\n{k}\n" + bench_table(records, k))
         dev = next((d["device"] for d in docs if d.get("device")), None) or {}
         wall = sum(d.get("wall_s", 0) for d in docs if "records" in d)
-        print(f"\n{dev.get('name', '?')}: {len(records)} measurements in {wall:.0f} s")
+        print(f"\n{dev.get('name', '?')}: {len(records)} measurements in {wall:.0f} s"
+              + _time_split(docs, records))
         print(summary_table(records))
     return 0
+
+
+def _time_split(docs: list[dict], records: list[dict]) -> str:
+    """Where the sweeps' time went, where they say (workers' start-up, checks, timing)."""
+    ready = sum(w.get("ready_s") or 0 for d in docs for w in d.get("workers", []))
+    walls = [r["wall"] for r in records if r.get("wall")]
+    if not walls:
+        return ""
+    check = sum(w.get("check_s", 0) for w in walls)
+    timed = sum(w.get("time_s", 0) for w in walls)
+    return (f" ({ready:.0f} s starting {sum(len(d.get('workers', [])) for d in docs)} worker "
+            f"processes, {check:.0f} s checking, {timed:.0f} s timing)")
 
 
 def _show_regress(doc: dict) -> None:

@@ -93,7 +93,8 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
     policy = policy or Policy()
     t0 = time.time()
     out = {"schema": SCHEMA, "package": PACKAGE, "device": None, "policy": policy.as_dict(),
-           "records": [], "started": t0, "python": sys.version.split()[0]}
+           "records": [], "started": t0, "python": sys.version.split()[0],
+           "workers": []}   # per worker process: seconds until ready, and in all
     total = len(targets) * len(problems)
     done = 0
 
@@ -111,14 +112,18 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
                    "policy": policy.as_dict(), "time": time_it, "ab": [list(x) for x in ab],
                    "defines": defines or {}}
             got, exit_info, last = 0, None, None
+            w = {"kernel": name, "problems": len(left), "ready_s": None}
+            t1 = time.time()
             for kind, obj in run_worker(job):
                 if kind == "info":
                     out["device"] = out["device"] or obj["device"]
+                    w["ready_s"] = time.time() - t1   # process start, imports, context, load
                 elif kind == "result":
                     add(obj)
                     got, last = got + 1, obj
                 else:
                     exit_info = obj
+            out["workers"].append({**w, "wall_s": time.time() - t1})
             left = left[got:]
             if not left:
                 break

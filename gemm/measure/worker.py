@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 
 from ..core.policy import Policy
@@ -207,11 +208,15 @@ def run_job(spec: dict) -> int:
                 from ..core.tuning import resolve
                 from ..cuda.loader import resources
                 rec["resources"] = resources(resolve(job.spec, prob, info.slug))
+            t0 = time.perf_counter()
             ops = job.checker.operands(prob)
             rec["seed"] = ops.seed
             check_problem(job, prob, ops, rec)
-            if job.time and rec["status"] == "ok":
+            t1 = time.perf_counter()
+            rec["wall"] = {"check_s": t1 - t0}   # where a sweep's time goes (with the sweep's
+            if job.time and rec["status"] == "ok":   # per-worker ready_s)
                 time_problem(job, prob, ops, rec)
+                rec["wall"]["time_s"] = time.perf_counter() - t1
         except Exception as exc:
             status, lost = triage(exc)
             if not lost and not _context_alive(job):

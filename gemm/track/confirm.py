@@ -201,6 +201,10 @@ class ABRun:
         prior = self.prior(r)
         need = decision.rounds_needed(e.sigma, r.min_effect, self.cfg.alpha, self.family,
                                       prior_dof=prior.dof if prior else 0)
+        if need <= e.n_new // 2:   # the noise allowed a decision: the effect sits on the margin
+            return (f"; the noise allows a decision, but the estimate lies on the decision "
+                    f"margin (-{100 * r.min_effect / 2:g} %), between no change and a drop "
+                    f"of {100 * r.min_effect:g} %, where either verdict is allowed")
         return (f"; at this noise a decision takes about {need} rounds"
                 + (f" (--max-rounds {self.cfg.max_rounds})" if need > self.cfg.max_rounds else ""))
 
