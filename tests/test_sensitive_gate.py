@@ -506,3 +506,33 @@ def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
         f = _cal_file(tmp_path / f"bad{i}", **bad)
         assert cli_main(["calibrate", "--join", str(f), "--out", str(base)]) == 2
     assert calibration.load(base, "h200")[0].doc["detection"] == doc["detection"]
+
+
+def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
+    """A quiet series decides in round 1 and is measured no more; a noisy one goes on alone,
+    the reference arm measuring it and nothing else."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    calls = []
+
+    def measure(root, series, env=None, **kw):
+        share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
+        calls.append((share, {k: tuple(v) for k, v in series.items()}))
+        n = len(calls)
+        out = {}
+        for k, ss in series.items():
+            noise = 0.004 if k == "05" else 0.0002
+            wiggle = 1 + noise * ((n * 7919) % 11 - 5) / 5
+            for s in ss:
+                for m in calibrate.METRICS:
+                    out[(k, s, m)] = 30.0 * wiggle / (1 + share)
+        return out
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    priors = {("09", "4096", m): decision.Noise(0.0002, 29) for m in calibrate.METRICS}
+    priors.update({("05", "4096", m): decision.Noise(0.004, 29) for m in calibrate.METRICS})
+    got = calibrate.trial(".", ["05", "09"], ["4096"], [0.02], GateConfig(), priors,
+                          lambda s: None)
+    assert got[("09", "4096", "tflops", 0.02)].n_new == 2          # decided in round 1
+    assert got[("05", "4096", "tflops", 0.02)].n_new > 2
+    assert all(series == {"05": ("4096",)} for _, series in calls[4:])   # 05 alone after
+    assert [sh for sh, _ in calls[4:8]] == [0, 0.02, 0.02, 0]
