@@ -319,38 +319,47 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
     cal, why = calibration.load(out_dir, "h200")
     assert why == "" and cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5
     assert cal.doc["summary"][0] == summary and cal.doc["trials"] == 2
-    # trials alone on the file's noise, added to its table (a table built over sessions)
+    # trials alone on the file's noise, added to its table (a table built over sessions) ...
     args = ["calibrate", "--repo", str(repo), "--machine", "h200", "-k", "09_cp_async_pipeline",
             "--sizes", "4096", "--processes", "0", "--inject-kernel", "09_cp_async_pipeline",
             "--inject-sizes", "4096", "--shares", "0.005", "0.02", "--trials", "1",
             "--out", str(out_dir)]
+    # ... but not to trials made with other noise (the table kept from before the new noise)
+    assert cli_main(args + ["--add-trials"]) == 2
+    assert "made with other noise than it holds now" in capsys.readouterr().err
+    assert cli_main(args) == 0                  # a new table on the new noise
     made = calibration.load(out_dir, "h200")[0].date
     time.sleep(1.1)
     assert cli_main(args + ["--add-trials"]) == 0
     cal, _ = calibration.load(out_dir, "h200")
     assert cal.date == made                     # the noise's age is kept: it was not measured
-    assert cal.doc["trials"] == 3 and {d["trial"] for d in cal.doc["detection"]} == {1, 2, 3}
-    assert cal.doc["summary"][0]["detected"]["0.02"] == "3/3"
+    assert cal.doc["trials"] == 2 and {d["trial"] for d in cal.doc["detection"]} == {1, 2}
+    assert cal.doc["summary"][0]["detected"]["0.02"] == "2/2"
     assert cal.prior("09_cp_async_pipeline", "4096", "tflops").dof == 5     # the noise kept
-    assert all(d["prior_dof"] == 5 for d in cal.doc["detection"] if d["trial"] == 3)
+    assert all(d["prior_dof"] == 5 for d in cal.doc["detection"])
+    assert len({d["id"] for d in cal.doc["detection"]}) == 2     # each trial has its identity
+    # new noise and added trials at once: refused before anything is measured
+    assert cli_main(args[:args.index("--processes") + 1] + ["3"]
+                    + args[args.index("--processes") + 2:] + ["--add-trials"]) == 2
+    assert "--add-trials needs --processes 0" in capsys.readouterr().err
     # a trial of one of the shares only: trials are counted per share
     one = args[:args.index("--shares") + 1] + ["0.02"] + args[args.index("--trials"):]
     assert cli_main(one + ["--add-trials"]) == 0
     cal, _ = calibration.load(out_dir, "h200")
-    assert cal.doc["summary"][0]["detected"] == {"0.005": "0/3", "0.02": "4/4"}
-    assert cal.doc["trials"] == 3 and cal.doc["shares"] == [0.005, 0.02]
+    assert cal.doc["summary"][0]["detected"] == {"0.005": "0/2", "0.02": "3/3"}
+    assert cal.doc["trials"] == 2 and cal.doc["shares"] == [0.005, 0.02]
     # trials made under other gate settings, or of other kernels or sizes, are not mixed in
     assert cli_main(args + ["--add-trials", "--max-rounds", "3"]) == 2
     assert "other gate settings, kernels or sizes" in capsys.readouterr().err
     assert cli_main(args + ["--add-trials", "--inject-sizes", "2048"]) == 2
     assert cli_main(args + ["--min-rounds", "0"]) == 2                 # refused, not defaulted
-    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 3
+    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 2
     # a noise-only run keeps the table and the gate settings it was made with
     assert cli_main(["calibrate", "--repo", str(repo), "--machine", "h200", "-k", "09_cp_async_pipeline",
                      "--sizes", "4096", "--processes", "3", "--trials", "0", "--max-rounds", "3",
                      "--out", str(out_dir)]) == 0
     doc = calibration.load(out_dir, "h200")[0].doc
-    assert doc["trials"] == 3 and doc["gate"]["max_rounds"] == 5
+    assert doc["trials"] == 2 and doc["gate"]["max_rounds"] == 5
     # a run cut short before its first trial ends leaves the file's table as it was
     import gemm.track.calibrate
 
@@ -358,7 +367,7 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
         raise KeyboardInterrupt
     monkeypatch.setattr(gemm.track.calibrate, "trial", cut)
     assert cli_main(args) != 0                  # the CLI reports the interruption
-    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 3
+    assert calibration.load(out_dir, "h200")[0].doc["trials"] == 2
     monkeypatch.undo()
     monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
     # without --add-trials the new trials replace the table
@@ -468,8 +477,8 @@ def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=
     from gemm.track.gate import GateConfig
     g = GateConfig()
     gate = gate or {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
-                    "min_rounds": g.min_rounds, "max_rounds": g.max_rounds}
-    det = [{"trial": t, "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
+                    "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
+    det = [{"trial": t, "id": f"{d.name}-{t}", "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
             "verdict": "DROP", "change": -sh, "lo": -2 * sh, "hi": -sh / 2, "n_ref": 4, "n_new": 4,
             "prior_sigma": sigma, "prior_dof": 29} for t in trials for sh in shares]
     doc = {"gpu_name": "NVIDIA H200", "processes": 30, "gate": gate,
@@ -490,7 +499,7 @@ def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
     _cal_file(base, trials=(1, 2))
     other = _cal_file(lane, trials=(1,))
     assert cli_main(["calibrate", "--join", str(other), "--out", str(base)]) == 0
-    assert "3 trials (joined from 1 more files)" in capsys.readouterr().out
+    assert "trials per share: +1 %: 3 (joined from 1 more files)" in capsys.readouterr().out
     doc = calibration.load(base, "h200")[0].doc
     assert sorted({d["trial"] for d in doc["detection"]}) == [1, 2, 3]
     assert doc["summary"][0]["detected"]["0.01"] == "3/3" and doc["trials"] == 3
@@ -506,6 +515,22 @@ def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
         f = _cal_file(tmp_path / f"bad{i}", **bad)
         assert cli_main(["calibrate", "--join", str(f), "--out", str(base)]) == 2
     assert calibration.load(base, "h200")[0].doc["detection"] == doc["detection"]
+    # the file itself, or a lane's copy of it: nothing new, refused
+    assert cli_main(["calibrate", "--join", str(base / "h200.json"), "--out", str(base)]) == 2
+    assert "no detection trials the base file lacks" in capsys.readouterr().err
+    # a lane that started from a copy and added a trial: only that trial joins
+    copy = dict(doc, detection=doc["detection"] + [dict(doc["detection"][0], id="new", trial=4)])
+    for k in ("schema", "machine", "policy"):
+        copy.pop(k)
+    calibration.save(tmp_path / "lane3", "h200", copy)
+    assert cli_main(["calibrate", "--join", str(tmp_path / "lane3" / "h200.json"),
+                     "--out", str(base)]) == 0
+    doc = calibration.load(base, "h200")[0].doc
+    assert doc["summary"][0]["detected"]["0.01"] == "4/4"
+    # a base without trials still checks the gate settings the joined trials were made with
+    empty = _cal_file(tmp_path / "empty", trials=()).parent
+    assert cli_main(["calibrate", "--join", str(_cal_file(tmp_path / "bad9", gate={"max_rounds": 3})),
+                     "--out", str(empty)]) == 2
 
 
 def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
@@ -536,3 +561,32 @@ def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
     assert got[("05", "4096", "tflops", 0.02)].n_new > 2
     assert all(series == {"05": ("4096",)} for _, series in calls[4:])   # 05 alone after
     assert [sh for sh, _ in calls[4:8]] == [0, 0.02, 0.02, 0]
+
+
+def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
+    """A share starts no round once the A/B the gate would have run for it (R N N R: twice its
+    own arms' time) is past the gate's budget, as the gate does; its open series stay
+    AMBIGUOUS, stopped by the budget, not the cap."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    now = [0.0]
+
+    def measure(root, series, env=None, **kw):
+        share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
+        now[0] += 30.0                                 # each arm takes 30 s
+        return {(k, s, m): 30.0 / (1 + share) for k, ss in series.items() for s in ss
+                for m in calibrate.METRICS}
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    prior = {("09", "4096", m): decision.Noise(0.0005, 29) for m in calibrate.METRICS}
+    stopped = {}
+    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=180.0), prior,
+                          lambda s: None, stopped=stopped, clock=lambda: now[0])
+    e = got[("09", "4096", "tflops", 0.005)]
+    # round 1 spends 2 x 60 s = 120 s: a second round starts; after it, 240 s: no third
+    assert e.verdict == decision.AMBIGUOUS and e.n_new == 4
+    assert stopped[("09", "4096", "tflops", 0.005)] == "budget"
+    stopped.clear()
+    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=1e6), prior,
+                          lambda s: None, stopped=stopped, clock=lambda: now[0])
+    assert got[("09", "4096", "tflops", 0.005)].n_new == 10
+    assert stopped[("09", "4096", "tflops", 0.005)] == "cap"

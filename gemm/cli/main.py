@@ -315,7 +315,8 @@ def cmd_calibrate(args) -> int:
     from ..measure.facts import gpu_name
     gate = GateConfig()
     cfg = GateConfig(min_rounds=gate.min_rounds if args.min_rounds is None else args.min_rounds,
-                     max_rounds=gate.max_rounds if args.max_rounds is None else args.max_rounds)
+                     max_rounds=gate.max_rounds if args.max_rounds is None else args.max_rounds,
+                     budget_s=gate.budget_s if args.budget is None else args.budget)
     try:
         cfg.validate()
     except ValueError as exc:
@@ -366,8 +367,11 @@ def _print_detection(doc: dict, note: str) -> None:
     from .tables import table
     if doc.get("summary"):
         shares = [str(s) for s in doc["shares"]]
+        det = doc.get("detection") or []
+        per = ", ".join(f"+{100 * float(s):g} %: {len({d['trial'] for d in det if str(d['share']) == s})}"
+                        for s in shares)
         print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "
-              f"injected delays, {doc.get('trials')} trials{note}")
+              f"injected delays; trials per share: {per}{note}")
         print(table(["kernel", "size"] + [f"+{100 * float(s):g} %" for s in shares]
                     + ["smallest always detected"],
                     [[r["kernel"], r["size"]]
@@ -466,11 +470,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="injected delays, as shares of the kernel's time")
     ca.add_argument("--trials", type=int, default=5)
     ca.add_argument("--add-trials", action="store_true",
-                    help="add the trials to the file's (same shares and rounds), numbered on")
+                    help="add the trials to the file's (same gate settings, kernels, sizes "
+                    "and noise: with --processes 0), numbered on per share")
     ca.add_argument("--min-rounds", type=int, default=None,
                     help="rounds before the first decision (default: the gate's)")
     ca.add_argument("--max-rounds", type=int, default=None,
                     help="rounds before UNRESOLVED (default: the gate's)")
+    ca.add_argument("--budget", type=float, default=None,
+                    help="seconds of A/B per share before no new round starts (default: the "
+                    "gate's)")
     ca.add_argument("--repo", default=".", help="the checkout whose code is measured")
     ca.add_argument("--machine", default=None, help="asv machine name (default: from the GPU)")
     ca.add_argument("--out", default="calibration", help="directory (default calibration/)")

@@ -12,7 +12,9 @@
    the noise of step 1, at the gate's family-wise level (family: the injected series x metrics
    x looks x 2, as the gate counts a commit's, its one restart included; as if each share
    were one commit slowing them all). Like the gate, a round measures only the series still
-   undecided. A trial detects the share when its TFLOPS verdict is DROP.
+   undecided, and a share starts no new round past the gate's time budget (its A/B's time
+   taken as twice its own arms'). A trial detects the share when its TFLOPS verdict is DROP.
+   Each trial's rows carry an identity, so that joining a lane's copy counts them once.
 3. Join (`--join FILE`): the detection trials of other files made with the same settings and
    noise (e.g. by another GPU's lane of the same session, perhaps of other shares) join this
    machine's file, numbered on per share; nothing is measured.
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
+import time
 from pathlib import Path
 
 from ..core import stats
@@ -72,24 +76,44 @@ def _cells(keys) -> dict[str, list[str]]:
 
 
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
-          label: str = "") -> dict:
+          label: str = "", stopped: dict | None = None, clock=time.monotonic) -> dict:
     """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
 
     As the gate's A/B does (gemm.track.confirm.ABRun), a round measures only what is still
-    undecided: a share's arm the series it has not decided, the reference arm their union."""
+    undecided: a share's arm the series it has not decided, the reference arm their union.
+    And as the gate does, a share starts no new round once its A/B has used the gate's time
+    budget: the time the gate would have spent on it, R N N R per round, is taken as twice
+    its own two arms' time. Series left open are AMBIGUOUS; `stopped`, if given, gets why
+    ("budget" or "cap") per such key."""
     keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
     # the family as the gate counts it for a commit with these comparisons: every series,
     # every look, and the one restart its A/A control allows
     family = len(keys) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
     vals: dict = {}           # (arm, key) -> [values]; arm: "ref" or a share
     decided: dict = {}
+    spent = {sh: 0.0 for sh in shares}
+    stopped = {} if stopped is None else stopped
+
+    def effect(sh, key, rounds: int):
+        ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
+        if not ref or not new or None in ref or None in new:
+            return None
+        # the share's open rounds are the first `rounds`, and so are the reference's
+        return decision.effect_rounds([ref[j:j + 2] for j in range(0, 2 * rounds, 2)],
+                                      [new[j:j + 2] for j in range(0, 2 * rounds, 2)],
+                                      cfg.effect_for(key[1]), cfg.alpha, family,
+                                      priors.get(key))
     n = 0
     while n < cfg.max_rounds:
-        n += 1
         todo = {sh: [k for k in keys if k + (sh,) not in decided] for sh in shares}
         todo = {sh: ks for sh, ks in todo.items() if ks}
+        for sh in [sh for sh in todo if n >= 1 and spent[sh] > cfg.budget_s]:
+            for key in todo.pop(sh):
+                decided[key + (sh,)] = effect(sh, key, n)
+                stopped[key + (sh,)] = "budget"
         if not todo:
             break
+        n += 1
         union = [k for k in keys if any(k in ks for ks in todo.values())]
         arms = [("ref", None, union)] + [(sh, {ENV: repr(float(sh))}, todo[sh]) for sh in todo]
         for arm, env, open_keys in arms + arms[::-1]:
@@ -97,23 +121,20 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
             log(f"calibrate: {label}round {n}/{cfg.max_rounds}: "
                 f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}: "
                 + "; ".join(f"{k} at {', '.join(s)}" for k, s in cells.items()))
+            t0 = clock()
             for key, v in abtest.measure(Path(root), cells, env=env).items():
                 vals.setdefault((arm, key), []).append(v)
+            if arm != "ref":
+                spent[arm] += 2 * (clock() - t0)
         if n < cfg.min_rounds:
             continue
         for sh, open_keys in todo.items():
             for key in open_keys:
-                ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
-                if not ref or not new or None in ref or None in new:
-                    decided[key + (sh,)] = None
-                    continue
-                # the share's open rounds are the first n, and so are the reference's
-                e = decision.effect_rounds([ref[j:j + 2] for j in range(0, 2 * n, 2)],
-                                           [new[j:j + 2] for j in range(0, 2 * n, 2)],
-                                           cfg.effect_for(key[1]), cfg.alpha, family,
-                                           priors.get(key))
-                if e.verdict != decision.AMBIGUOUS or n == cfg.max_rounds:
+                e = effect(sh, key, n)
+                if e is None or e.verdict != decision.AMBIGUOUS or n == cfg.max_rounds:
                     decided[key + (sh,)] = e
+                    if e is not None and e.verdict == decision.AMBIGUOUS:
+                        stopped[key + (sh,)] = "cap"
     return decided
 
 
@@ -129,13 +150,20 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     GPU's (a file made on a GPU of another name is not used)."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
     gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
-            "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds}
+            "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
         made, now = _made_with(old.doc), (gate, sorted(inject_kernels), sorted(inject_sizes))
         if made != now:
             raise Refused("--add-trials: the file's trials were made with other gate settings, "
                           "kernels or sizes (gate {}, kernels {}, sizes {})".format(*made))
+        if processes:
+            raise Refused("--add-trials needs --processes 0: trials with new noise as their "
+                          "prior would not be trials of the file's procedure")
+        other = _other_noise(old, old.doc["detection"])
+        if other:
+            raise Refused(f"--add-trials: the file's trials were made with other noise than "
+                          f"it holds now ({other}); start a new table (no --add-trials)")
         earlier = list(old.doc["detection"])
     if not processes and old is None:
         raise Refused(f"--processes 0 uses the file's noise, and there is none: {why_not}")
@@ -170,12 +198,15 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     for t in range(trials):
         priors = {key: cal.prior(*key) for key in
                   [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
+        stopped: dict = {}
         res = trial(root, inject_kernels, inject_sizes, shares, cfg,
                     {k: v for k, v in priors.items() if v is not None}, log,
-                    label=f"trial {t + 1}/{trials}: ")
+                    label=f"trial {t + 1}/{trials}: ", stopped=stopped)
+        tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
         for (k, sz, m, sh), e in sorted(res.items()):
             p = priors.get((k, sz, m))
-            det.append({"trial": first[sh] + t, "kernel": k, "size": sz, "metric": m, "share": sh,
+            det.append({"trial": first[sh] + t, "id": tag, "kernel": k, "size": sz, "metric": m,
+                        "share": sh, "stopped": stopped.get((k, sz, m, sh)),
                         "verdict": e.verdict if e else "FAILED",
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
@@ -252,42 +283,63 @@ def _made_with(doc: dict) -> tuple:
     return (doc.get("gate"), sorted({d["kernel"] for d in det}), sorted({d["size"] for d in det}))
 
 
+def _other_noise(cal, rows: list[dict]) -> str:
+    """The first row whose prior is not `cal`'s noise for its series, described ('' if none)."""
+    for d in rows:
+        p = cal.prior(d["kernel"], d["size"], d["metric"])
+        used = (d.get("prior_sigma"), d.get("prior_dof"))
+        if ((p.sigma, p.dof) if p else (None, None)) != used:
+            return f"trial {d['trial']}, {d['kernel']} at {d['size']} ({d['metric']})"
+    return ""
+
+
+def _identity(d: dict) -> tuple:
+    """A detection row without its number: the same row in two files (a lane's copy of the
+    file it started from) has the same identity."""
+    return tuple(sorted((k, json.dumps(v)) for k, v in d.items() if k != "trial"))
+
+
 def join(out_dir, machine: str, others) -> tuple[Path, dict]:
     """The detection trials of the files `others` joined to this machine's file in `out_dir`,
-    numbered on per share after its own. Each must be a usable file of the same machine, GPU
+    numbered on per share after its own. Rows the file already has (a lane's file starts as
+    a copy of it) are not added again. Each must be a usable file of the same machine, GPU
     name and policy, its trials made with the same gate settings, kernels and sizes, and with
-    the same calibrated noise as the priors (the base file's): trials of one procedure only.
-    Refused (nothing written) otherwise."""
+    the same calibrated noise as the priors as the base file's own trials: trials of one
+    procedure only. Refused (nothing written) otherwise."""
     base, why = calibration.load(out_dir, machine)
     if base is None:
         raise Refused(f"--join: no usable base file: {why}")
     doc = dict(base.doc)
     det = list(doc.get("detection") or [])
-    for other in others:
-        other = Path(other)
-        cal, why = calibration.load(other.parent, other.stem, gpu_name=base.gpu_name)
+    other = _other_noise(base, det)
+    if other:
+        raise Refused(f"--join: the base file's own trials were made with other noise than it "
+                      f"holds now ({other})")
+    for path in others:
+        path = Path(path)
+        cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
         if cal is None or cal.machine != machine:
-            raise Refused(f"--join {other}: {why or 'made for another machine'}")
-        got = cal.doc.get("detection") or []
+            raise Refused(f"--join {path}: {why or 'made for another machine'}")
+        have = {_identity(d) for d in det}
+        got = [d for d in cal.doc.get("detection") or [] if _identity(d) not in have]
         if not got:
-            raise Refused(f"--join {other}: it has no detection trials")
-        if det and _made_with(cal.doc) != _made_with({**doc, "detection": det}):
-            raise Refused(f"--join {other}: its trials were made with other gate settings, "
+            raise Refused(f"--join {path}: it has no detection trials the base file lacks")
+        if cal.doc.get("gate") != doc.get("gate") or (
+                det and _made_with({"detection": got})[1:] != _made_with({"detection": det})[1:]):
+            raise Refused(f"--join {path}: its trials were made with other gate settings, "
                           "kernels or sizes")
-        for d in got:
-            p = base.prior(d["kernel"], d["size"], d["metric"])
-            if p is None or (p.sigma, p.dof) != (d.get("prior_sigma"), d.get("prior_dof")):
-                raise Refused(f"--join {other}: its trial {d['trial']} used other calibrated "
-                              f"noise for {d['kernel']} at {d['size']} ({d['metric']}) than "
-                              "the base file's")
+        other = _other_noise(base, got)
+        if other:
+            raise Refused(f"--join {path}: {other} was measured with other calibrated noise "
+                          "than the base file's")
         added = []
         for sh in sorted({d["share"] for d in got}):
             first = next_trial(det, sh)
             mine = [d for d in got if d["share"] == sh]
-            renum = {t: first + i for i, t in enumerate(sorted({d["trial"] for d in mine}))}
-            added += [{**d, "trial": renum[d["trial"]]} for d in mine]
+            order = sorted({(d["trial"], d.get("id")) for d in mine}, key=str)
+            renum = {t: first + i for i, t in enumerate(order)}
+            added += [{**d, "trial": renum[(d["trial"], d.get("id"))]} for d in mine]
         det += added
-        doc["gate"] = doc.get("gate") or cal.doc.get("gate")
     doc.update(table_of(det))
     for k in ("schema", "machine", "policy"):
         doc.pop(k, None)
