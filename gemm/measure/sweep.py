@@ -118,6 +118,7 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
                 if kind == "info":
                     out["device"] = out["device"] or obj["device"]
                     w["ready_s"] = time.time() - t1   # process start, imports, context, load
+                    w["init_s"] = obj.get("init_s")   # the worker's own phases of it
                 elif kind == "result":
                     add(obj)
                     got, last = got + 1, obj

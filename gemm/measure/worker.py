@@ -45,18 +45,29 @@ class Job:
     """What a worker holds for its whole job: device, stream, checker and the two targets."""
 
     def __init__(self, job: dict) -> None:
+        t = time.perf_counter()
+        self.init_s: dict = {}      # where the worker's start-up goes, phase by phase
+
+        def lap(phase: str) -> None:
+            nonlocal t
+            now = time.perf_counter()
+            self.init_s[phase] = now - t
+            t = now
         from ..core.registry import BASELINES, get
         from ..cuda import device
         from ..cuda.loader import CompileError, Unsupported, load
         from ..cuda.targets import open_target
         from .check import Checker
+        lap("imports")
         self.drv = device.cuda()
         self.info = device.info()
+        lap("context")
         self.policy = Policy(**job.get("policy", {}))
         self.ab_pairs = [tuple(x) for x in job.get("ab", [[1.0, 0.0]])]
         self.time = job.get("time", True)
         self.stream = self.drv.Stream()
         self.clocks = device.Clocks()
+        lap("stream_nvml")
         name = job["kernel"]
         self.alone = name in BASELINES
         self.spec = None if self.alone else get(name)
@@ -71,10 +82,13 @@ class Job:
                 self.unsupported = str(exc)
             except CompileError as exc:
                 self.compile_error = str(exc)
+        lap("kernel_load")
         self.baseline = open_target(name if self.alone else self.spec.baseline, self.stream)
+        lap("baseline_open")
         self.kernel = (None if self.alone or self.compile_error or self.unsupported
                        else open_target(self.spec))
         self.checker = Checker(self.stream, self.baseline.fmt)   # the operands both take
+        lap("checker")
 
     @property
     def name(self) -> str:
@@ -186,7 +200,8 @@ def run_job(spec: dict) -> int:
         print(f"worker: no GPU: {exc}", file=sys.stderr)
         return EXIT_NO_GPU
     info = job.info
-    emit(INFO_TAG, {"device": info.__dict__ | {"arch": info.arch, "slug": info.slug}})
+    emit(INFO_TAG, {"device": info.__dict__ | {"arch": info.arch, "slug": info.slug},
+                    "init_s": job.init_s})
     for pd in spec["problems"]:
         prob = Problem(pd["M"], pd["N"], pd["K"])
         rec = job.record(prob)
