@@ -129,6 +129,17 @@ def _values(got: dict, tree: Path, legacy: bool) -> dict:
     return out
 
 
+def series_of(pairs) -> dict[str, list[str]]:
+    """{kernel: [sizes]} of (kernel, size) pairs, in their order, each size once: what
+    `measure` takes."""
+    out: dict[str, list[str]] = {}
+    for kernel, size in pairs:
+        sizes = out.setdefault(kernel, [])
+        if size not in sizes:
+            sizes.append(size)
+    return out
+
+
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.

@@ -65,16 +65,6 @@ def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict]:
     return got, device
 
 
-def _cells(keys) -> dict[str, list[str]]:
-    """{kernel: [sizes]} of the (kernel, size, metric) keys, in their order."""
-    out: dict[str, list[str]] = {}
-    for k, s, _ in keys:
-        out.setdefault(k, [])
-        if s not in out[k]:
-            out[k].append(s)
-    return out
-
-
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
           label: str = "", stopped: dict | None = None, clock=time.monotonic) -> dict:
     """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
@@ -117,7 +107,7 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
         union = [k for k in keys if any(k in ks for ks in todo.values())]
         arms = [("ref", None, union)] + [(sh, {ENV: repr(float(sh))}, todo[sh]) for sh in todo]
         for arm, env, open_keys in arms + arms[::-1]:
-            cells = _cells(open_keys)
+            cells = abtest.series_of((k, sz) for k, sz, _ in open_keys)
             log(f"calibrate: {label}round {n}/{cfg.max_rounds}: "
                 f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}: "
                 + "; ".join(f"{k} at {', '.join(s)}" for k, s in cells.items()))
@@ -153,7 +143,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
-        made, now = _made_with(old.doc), (gate, sorted(inject_kernels), sorted(inject_sizes))
+        made = (old.doc.get("gate"),) + _measured(old.doc["detection"])
+        now = (gate, sorted(inject_kernels), sorted(inject_sizes))
         if made != now:
             raise Refused("--add-trials: the file's trials were made with other gate settings, "
                           "kernels or sizes (gate {}, kernels {}, sizes {})".format(*made))
@@ -277,10 +268,10 @@ def table_of(det: list[dict]) -> dict:
             "summary": summarize(det, shares)}
 
 
-def _made_with(doc: dict) -> tuple:
-    """What trials must share to be counted together (their shares may differ)."""
-    det = doc.get("detection") or []
-    return (doc.get("gate"), sorted({d["kernel"] for d in det}), sorted({d["size"] for d in det}))
+def _measured(det: list[dict]) -> tuple:
+    """The kernels and sizes of detection rows: trials counted together share them (and the
+    gate settings; their shares may differ)."""
+    return sorted({d["kernel"] for d in det}), sorted({d["size"] for d in det})
 
 
 def _other_noise(cal, rows: list[dict]) -> str:
@@ -324,8 +315,7 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
         got = [d for d in cal.doc.get("detection") or [] if _identity(d) not in have]
         if not got:
             raise Refused(f"--join {path}: it has no detection trials the base file lacks")
-        if cal.doc.get("gate") != doc.get("gate") or (
-                det and _made_with({"detection": got})[1:] != _made_with({"detection": det})[1:]):
+        if cal.doc.get("gate") != doc.get("gate") or (det and _measured(got) != _measured(det)):
             raise Refused(f"--join {path}: its trials were made with other gate settings, "
                           "kernels or sizes")
         other = _other_noise(base, got)

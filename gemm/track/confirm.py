@@ -285,9 +285,4 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for r in rows:
-        out.setdefault(r.kernel, [])
-        if r.size not in out[r.kernel]:
-            out[r.kernel].append(r.size)
-    return out
+    return abtest.series_of((r.kernel, r.size) for r in rows)
