@@ -51,6 +51,9 @@ if [ "${PRISTINE:-0}" = 1 ] && [ -z "${NO_RESTORE:-}" ]; then  # measure HEAD ex
     echo "git: working tree reset to HEAD"
 fi
 echo "git: $(git rev-parse --short HEAD 2>&1 | head -1) on $(git branch --show-current 2>&1)"
+# which GPU measured (false-alarm and calibration evidence is counted per GPU): a lane sees one
+gpu=$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=uuid,pci.bus_id --format=csv,noheader 2>/dev/null | head -1)
+echo "gpu: ${gpu:-unknown}"
 export MACHINE=${MACHINE:-h200}
 worktree() {  # worktree REV [NAME]: a detached worktree of REV at /tmp/wt-NAME (default REV)
   local p="/tmp/wt-${2:-$1}"
@@ -167,7 +170,7 @@ PY
         gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
           --commit "$sha" --record-verdicts --json "$d/run$i.json" > "$d/run$i.log" 2>&1
         grc=$?
-        echo "false-alarm run $i (${sha:0:10}): record exit $rrc in $((t2 - t1)) s, gate exit $grc in $((SECONDS - t2)) s" | tee -a "$work/falsealarm.log"
+        echo "false-alarm run $i (${sha:0:10}, ${gpu:-unknown GPU}): record exit $rrc in $((t2 - t1)) s, gate exit $grc in $((SECONDS - t2)) s" | tee -a "$work/falsealarm.log"
         summary "$d/run$i.json" >> "$work/falsealarm.log"; pack
       done ;;
     quick)  # the pytest-benchmark A/B path: save a run, then compare a second one with it
