@@ -20,6 +20,10 @@
 #   falsealarm  the gate's false-alarm test: FA_RUNS throwaway commits on HEAD that change no
 #               code (a line in a scratch text file), each recorded in full and gated like a
 #               per-commit run into a scratch copy of the history; every alarm is counted
+#   policystudy candidate measurement policies (POLICY_CANDIDATES: ';'-separated, each
+#               "field=value,..." of gemm/core/policy.py's Policy, or "today"), each on a
+#               throwaway commit (ci/policy_candidate.py): gemm bench's sweep time under it and
+#               the A/A noise of PS_ARGS (default: 10 processes of 05, 07, 09 at 1024-8192)
 #   drift       the gate's drift test: DRIFT_STEPS throwaway commits on HEAD, each adding
 #               DRIFT_SHARE to kernel DRIFT_K's injected delay (registry inject_delay), each
 #               recorded (-b) into a scratch copy of the history and gated with HEAD as the
@@ -55,8 +59,9 @@ echo "git: $(git rev-parse --short HEAD 2>&1 | head -1) on $(git branch --show-c
 gpu=$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=uuid,pci.bus_id --format=csv,noheader 2>/dev/null | head -1)
 echo "gpu: ${gpu:-unknown}"
 export MACHINE=${MACHINE:-h200}
-worktree() {  # worktree REV [NAME]: a detached worktree of REV at /tmp/wt-NAME (default REV)
-  local p="/tmp/wt-${2:-$1}"
+worktree() {  # worktree REV [NAME]: a detached worktree of REV at /tmp/wt-NAME-gGPU (default REV;
+  # the GPU suffix keeps the lanes of ci/device-lanes.sh out of each other's worktrees)
+  local p="/tmp/wt-${2:-$1}-g${CUDA_VISIBLE_DEVICES:-all}"
   rm -rf "$p"; git worktree add -f --detach "$p" "$1" >/dev/null 2>&1 && echo "$p"
 }
 history_copy() {  # history_copy DIR: a scratch copy of results/ and verdicts/ (the recorded history stays as it is)
@@ -156,6 +161,36 @@ PY
         echo "drift step $i (${sha:0:10}, cumulative $(python3 -c "print(round(100 * $i * ${DRIFT_SHARE:-0.005}, 3))") %): record exit $rrc, gate exit $grc in $((SECONDS - t1)) s" | tee -a "$work/drift.log"
         summary "$d/step$i.json" >> "$work/drift.log"; pack
       done ;;
+    policystudy)
+      # candidate measurement policies, each a throwaway commit in its own worktree (its own
+      # policy fingerprint; nothing is recorded): the kernels' sweep time under it (gemm bench)
+      # and the A/A noise of PS_ARGS (gemm calibrate --trials 0, the candidate's own code, into
+      # a scratch calibration dir), to set against today's calibration/ and per-commit split
+      d="$work/policystudy"; mkdir -p "$d"; i=0
+      IFS=';' read -ra cands <<< "${POLICY_CANDIDATES:-today}"
+      for c in "${cands[@]}"; do
+        i=$((i + 1)); c=$(echo "$c" | xargs)
+        wt=$(worktree HEAD "ps$i") || { echo "policystudy: no worktree"; rc=1; continue; }
+        if [ "$c" != today ]; then
+          if ! python3 ci/policy_candidate.py "$wt" "$c" > "$d/policy$i.json" 2> "$d/policy$i.log"; then
+            echo "policy candidate $i ($c): refused: $(tail -n 1 "$d/policy$i.log")" | tee -a "$work/policystudy.log"
+            rc=1; continue
+          fi
+          git -C "$wt" -c user.name=ps -c user.email=ps@test commit -qam "policy candidate: $c (throwaway)"
+        fi
+        t1=$SECONDS
+        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm bench --json "$d/bench$i.json") \
+          > "$d/bench$i.log" 2>&1
+        brc=$?; t2=$SECONDS
+        mkdir -p "$d/cal$i"
+        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" timeout -s INT -k 30 "${PS_TIMEOUT_S:-86400}" \
+           python3 -m gemm calibrate --repo "$wt" --machine "$MACHINE" --out "$d/cal$i" --trials 0 \
+           ${PS_ARGS:---processes 10 -k 05 -k 07 -k 09 --sizes 1024 2048 4096 8192}) > "$d/cal$i.log" 2>&1
+        crc=$?
+        echo "policy candidate $i ($c): bench exit $brc in $((t2 - t1)) s, A/A exit $crc in $((SECONDS - t2)) s" | tee -a "$work/policystudy.log"
+        gemm show "$d/bench$i.json" 2>&1 | grep -m 1 "measurements in" >> "$work/policystudy.log"
+        tail -n 20 "$d/cal$i.log" >> "$work/policystudy.log"; pack
+      done ;;
     falsealarm)
       d="$work/falsealarm"; history_copy "$d"
       wt=$(worktree HEAD fa) || { echo "falsealarm: no worktree"; rc=1; continue; }
@@ -183,7 +218,7 @@ done
 pack
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 [ -f "$work/per-commit.log" ] && tail -n 40 "$work/per-commit.log"
-for f in memcheck.log backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log drift.log falsealarm.log; do
+for f in memcheck.log backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log policystudy.log drift.log falsealarm.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc

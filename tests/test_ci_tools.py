@@ -1,0 +1,93 @@
+"""The CPU-side tools of ci/: a policy study's candidate rewrite (ci/policy_candidate.py)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemm.core.policy import SUITE
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("policy_candidate", ROOT / "ci" / "policy_candidate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pc = _tool()
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A copy of this package, as a throwaway worktree would hold it."""
+    shutil.copytree(ROOT / "gemm", tmp_path / "gemm",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def run(tree, spec):
+    return subprocess.run([sys.executable, str(ROOT / "ci" / "policy_candidate.py"), str(tree), spec],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_parse_and_types():
+    assert pc.parse("") == {}
+    assert pc.parse(" min_time_s=0.1 , max_samples=40 ") == {"min_time_s": "0.1", "max_samples": "40"}
+    with pytest.raises(ValueError, match="key=value"):
+        pc.parse("min_time_s")
+    d = SUITE.as_dict()
+    assert pc.typed({"min_time_s": "0.1", "max_samples": "40", "mode": "cold"}, d) == {
+        "min_time_s": 0.1, "max_samples": 40, "mode": "cold"}
+    with pytest.raises(ValueError, match="not a Policy field"):
+        pc.typed({"min_tme_s": "0.1"}, d)
+    with pytest.raises(ValueError, match="not of type int"):
+        pc.typed({"max_samples": "4.5"}, d)
+
+
+def test_rewrite_touches_only_the_named_defaults():
+    text = (ROOT / "gemm" / "core" / "policy.py").read_text()
+    new = pc.rewrite(text, {"min_time_s": 0.1, "max_samples": 40})
+    changed = [(a, b) for a, b in zip(text.splitlines(), new.splitlines()) if a != b]
+    assert len(changed) == 2 and len(text.splitlines()) == len(new.splitlines())
+    assert all(b.strip().startswith(("min_time_s: float = 0.1", "max_samples: int = 40"))
+               for _, b in changed)
+    with pytest.raises(ValueError, match="no default line"):
+        pc.rewrite("class Policy:\n    pass\n", {"min_time_s": 0.1})
+
+
+def test_candidate_tree_imports_with_the_new_policy(tree):
+    ours = (ROOT / "gemm" / "core" / "policy.py").read_text()
+    out = run(tree, "min_time_s=0.1,max_samples=40")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["min_time_s"] == 0.1 and got["max_samples"] == 40
+    assert {k: v for k, v in got.items() if k not in ("min_time_s", "max_samples")} == {
+        k: v for k, v in SUITE.as_dict().items() if k not in ("min_time_s", "max_samples")}
+    assert (ROOT / "gemm" / "core" / "policy.py").read_text() == ours   # only the copy changed
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("min_tme_s=0.1", "not a Policy field"),
+    ("max_samples=4.5", "not of type int"),
+    ("min_samples=200", "would not import"),     # the Policy's own check refuses it
+])
+def test_a_refused_candidate_leaves_the_tree_as_it_was(tree, spec, why):
+    before = (tree / "gemm" / "core" / "policy.py").read_text()
+    out = run(tree, spec)
+    assert out.returncode == 2 and why in out.stderr
+    assert (tree / "gemm" / "core" / "policy.py").read_text() == before
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "ci").glob("*.sh")))
+def test_ci_scripts_parse(script):
+    """Every ci/ shell script is valid bash (they run only on the GPU runner)."""
+    out = subprocess.run(["bash", "-n", str(ROOT / "ci" / script)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
