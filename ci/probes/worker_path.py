@@ -1,0 +1,47 @@
+"""Probe (not part of the suite or the gate): is a slow A/A process slow throughout, or only
+for one allocation? The sequel to noise_sources.py. That probe timed kernels alone and saw no
+slow process, while the calibration's A/A (kernel and cuBLAS interleaved, through the worker)
+had 3 of 30 processes run 07 at 2048 0.64-0.84 % slow.
+
+One process, per kernel one gemm.measure.worker.Job (as a worker holds), and per series REPS
+times the worker's own steps on fresh operands: check_problem, then time_problem (kernel and
+cuBLAS sampled in turn under the suite's policy). Prints one line "PROBE {json}": per series,
+per repetition, the kernel's and cuBLAS's median (s), their batch sizes, sample counts, and
+the operands' addresses. Slow in every repetition: a per-process state (context, module,
+clocks). Slow in some: the allocation or the batch.
+Defaults: 07 at 1024, 2048, 4096, 8192 in that order (as an A/A worker measures it), REPS=3;
+SERIES="07@2048 8192;09@2048" picks others. Run on the GPU machine (30 processes, ~5 min):
+  for i in $(seq 30); do python3 ci/probes/worker_path.py; done
+"""
+import json
+import os
+
+from gemm.core.problem import Problem
+from gemm.core.stats import median
+from gemm.measure.worker import Job, check_problem, time_problem
+
+REPS = int(os.environ.get("REPS", "3"))
+SERIES = {k: [int(s) for s in v.split()] for k, v in
+          (x.split("@") for x in os.environ.get("SERIES", "07@1024 2048 4096 8192").split(";"))}
+out = {"pid": os.getpid(), "series": {}}
+for kernel, sizes in SERIES.items():
+    job = Job({"kernel": kernel, "policy": {}})
+    for n in sizes:
+        prob = Problem(n, n, n)
+        rows = []
+        for _ in range(REPS):
+            rec = job.record(prob)
+            ops = job.checker.operands(prob)
+            try:
+                check_problem(job, prob, ops, rec)
+                time_problem(job, prob, ops, rec)
+                k, b = rec.get("kernel_time") or {}, rec.get("baseline_time") or {}
+                med = lambda m: median(m["samples_s"]) if m.get("samples_s") else None
+                rows.append({"status": rec["status"], "a": int(ops.a), "out": int(ops.out),
+                             "kernel": [med(k), k.get("batch"), len(k.get("samples_s") or [])],
+                             "cublas": [med(b), b.get("batch"), len(b.get("samples_s") or [])]})
+            finally:
+                ops.free()
+        out["series"][f"{kernel}@{n}"] = rows
+    job.close()
+print("PROBE " + json.dumps(out), flush=True)
