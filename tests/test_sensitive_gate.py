@@ -590,3 +590,28 @@ def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
                           lambda s: None, stopped=stopped, clock=lambda: now[0])
     assert got[("09", "4096", "tflops", 0.005)].n_new == 10
     assert stopped[("09", "4096", "tflops", 0.005)] == "cap"
+
+
+def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
+    """A few processes far from the rest inflate the sd the gate pools; the robust sd and the
+    tail count say so (gemm calibrate prints it, gemm show prints it from the file)."""
+    from gemm.track.calibrate import sigma_of, tail_of
+    even = [100.0 * (1 + 0.001 * x) for x in (-2, -1, -1, 0, 0, 0, 0, 1, 1, 2) * 3]
+    tailed = even[:27] + [99.3, 99.3, 99.2]            # three processes 0.7-0.8 % slow
+    sd_even, sd_tailed = sigma_of(even)[0], sigma_of(tailed)[0]
+    r_even, n_even = tail_of(even)
+    r_tailed, n_tailed = tail_of(tailed)
+    assert n_even == 0 and n_tailed == 3
+    assert sd_tailed > 2 * sd_even and abs(r_tailed - r_even) < 0.3 * r_even
+    assert tail_of([1.0, 1.0]) is None and tail_of([1.0, 1.0, 1.0]) == (0.0, 0)
+    root = tmp_path / "calibration"
+    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "processes": 30, "noise": [
+        {"kernel": "07", "size": "2048", "metric": "tflops", "sigma": sd_tailed, "dof": 29,
+         "median": 100.0, "values": tailed},
+        {"kernel": "09", "size": "2048", "metric": "tflops", "sigma": sd_even, "dof": 29,
+         "median": 100.0, "values": even}]})
+    assert cli_main(["show", str(root / "h200.json")]) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.startswith(("07 ", "09 "))}
+    assert "robust sd %" in out and rows["07"][6] == "3" and rows["09"][6] == "0"
+    assert rows["07"][4] == f"{100 * sd_tailed:.3f}"

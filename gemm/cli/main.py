@@ -137,12 +137,20 @@ def cmd_show(args) -> int:
                 doc = json.load(f)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path} is not a JSON file ({exc})") from None
+        from ..track.calibration import SCHEMA as CALIBRATION
+        if isinstance(doc, dict) and doc.get("schema") == CALIBRATION:
+            docs.append(doc)
+            continue
         if not isinstance(doc, dict) or not isinstance(doc.get("records", doc.get("rows")), list):
-            raise UsageError(f"{path} is neither a measurement (gemm bench/measure --json) "
-                             f"nor a gate report (gemm regress --json)")
+            raise UsageError(f"{path} is neither a measurement (gemm bench/measure --json), "
+                             f"a gate report (gemm regress --json) nor a calibration file")
         docs.append(doc)
     for doc in docs:
-        if "rows" in doc:
+        if doc.get("schema") == CALIBRATION:
+            print(f"calibration of {doc.get('machine')} ({doc.get('policy')})")
+            _print_noise(doc)
+            _print_detection(doc, "")
+        elif "rows" in doc:
             _show_regress(doc)
         else:
             records += doc["records"]
@@ -327,21 +335,36 @@ def cmd_calibrate(args) -> int:
                                   add_trials=args.add_trials, gpu_name=gpu_name())
     except calibrate.Refused as exc:   # said before anything was measured
         raise UsageError(str(exc)) from None
-    from ..track.decision import rounds_needed
-    from ..track.gate import GateConfig as G
-    g = G()
-    fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
-    print(f"\nA/A noise on {doc['gpu_name']}: sd of one process's value; rounds: A B B A "
-          f"rounds for the gate to call its minimum effect a DROP with 99 % power (20 "
-          f"comparisons; the gate stops at {g.max_rounds})")
-    print(table(["kernel", "size", "metric", "median", "sd %", "dof", "rounds"],
-                [[r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
-                  f"{100 * r['sigma']:.3f}", r["dof"],
-                  rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,
-                                prior_dof=r["dof"])] for r in doc["noise"]], "lllrrrr"))
+    _print_noise(doc)
     _print_detection(doc, "" if args.trials else " (kept from the file's earlier calibration)")
     print(f"\ncalibration written to {path}")
     return 0
+
+
+def _print_noise(doc: dict) -> None:
+    """The A/A noise table of a calibration document (gemm calibrate, gemm show)."""
+    from ..track.calibrate import tail_of
+    from ..track.decision import rounds_needed
+    from ..track.gate import GateConfig as G
+    from .tables import table
+    g = G()
+    fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
+    print(f"\nA/A noise on {doc.get('gpu_name')} ({doc.get('processes')} processes, "
+          f"{str(doc.get('date'))[:10]}): sd of one process's value.\n"
+          f"robust sd: 1.4826 MAD; tail: processes beyond 4 robust sds (an sd well above the "
+          f"robust sd means a few processes ran apart).\nrounds: A B B A rounds for the gate "
+          f"to call its minimum effect a DROP with 99 % power (20 comparisons; the gate stops "
+          f"at {g.max_rounds}).")
+    rows = []
+    for r in doc.get("noise") or []:
+        tail = tail_of(r.get("values") or [])
+        rows.append([r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
+                     f"{100 * r['sigma']:.3f}",
+                     f"{100 * tail[0]:.3f}" if tail else "-", tail[1] if tail else "-", r["dof"],
+                     rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,
+                                   prior_dof=r["dof"])])
+    print(table(["kernel", "size", "metric", "median", "sd %", "robust sd %", "tail", "dof",
+                 "rounds"], rows, "lllrrrrrr"))
 
 
 def _calibrate_join(args) -> int:

@@ -54,6 +54,18 @@ def sigma_of(values: list[float]) -> tuple[float, int] | None:
     return math.sqrt(sum((x - m) ** 2 for x in vals) / (len(vals) - 1)), len(vals) - 1
 
 
+def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
+    """(robust sd of the log values, how many lie beyond `cut` robust sds of their median):
+    a series whose sd is much larger than its robust sd has a heavy tail (a few slow or fast
+    processes), which the gate's Gaussian interval takes in as a larger sd."""
+    vals = [math.log(v) for v in values if v is not None and v > 0]
+    if len(vals) < 3:
+        return None
+    r = stats.robust_sigma(vals)
+    m = stats.median(vals)
+    return r, (sum(abs(x - m) > cut * r for x in vals) if r > 0 else 0)
+
+
 def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict]:
     """{(kernel, size, metric): [values per process]}, and the GPU's description."""
     got: dict = {}
