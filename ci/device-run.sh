@@ -22,8 +22,9 @@
 #               per-commit run into a scratch copy of the history; every alarm is counted
 #   policystudy candidate measurement policies (POLICY_CANDIDATES: ';'-separated, each
 #               "field=value,..." of gemm/core/policy.py's Policy, or "today"), each on a
-#               throwaway commit (ci/policy_candidate.py): gemm bench's sweep time under it and
-#               the A/A noise of PS_ARGS (default: 10 processes of 05, 07, 09 at 1024-8192)
+#               throwaway commit (ci/policy_candidate.py): the A/A noise of PS_ARGS (default:
+#               10 processes of 05, 07, 09 at 1024-8192; PS_TIMEOUT_S) and gemm bench's sweep
+#               time under it (PS_BENCH_TIMEOUT_S); put "today" first as the control
 #   drift       the gate's drift test: DRIFT_STEPS throwaway commits on HEAD, each adding
 #               DRIFT_SHARE to kernel DRIFT_K's injected delay (registry inject_delay), each
 #               recorded (-b) into a scratch copy of the history and gated with HEAD as the
@@ -163,33 +164,37 @@ PY
       done ;;
     policystudy)
       # candidate measurement policies, each a throwaway commit in its own worktree (its own
-      # policy fingerprint; nothing is recorded): the kernels' sweep time under it (gemm bench)
-      # and the A/A noise of PS_ARGS (gemm calibrate --trials 0, the candidate's own code, into
-      # a scratch calibration dir), to set against today's calibration/ and per-commit split
+      # policy fingerprint; nothing is recorded): the A/A noise of PS_ARGS (gemm calibrate
+      # --trials 0, the candidate's own code, into a scratch calibration dir; first, so that
+      # an argument error costs seconds), then the kernels' sweep time under it (gemm bench);
+      # "today" measures the policy as it is, for a same-GPU, same-session control
       d="$work/policystudy"; mkdir -p "$d"; i=0
       IFS=';' read -ra cands <<< "${POLICY_CANDIDATES:-today}"
       for c in "${cands[@]}"; do
-        i=$((i + 1)); c=$(echo "$c" | xargs)
+        c="${c#"${c%%[![:space:]]*}"}"; c="${c%"${c##*[![:space:]]}"}"    # trimmed
+        [ -n "$c" ] || continue
+        i=$((i + 1))
         wt=$(worktree HEAD "ps$i") || { echo "policystudy: no worktree"; rc=1; continue; }
         if [ "$c" != today ]; then
-          if ! python3 ci/policy_candidate.py "$wt" "$c" > "$d/policy$i.json" 2> "$d/policy$i.log"; then
+          if ! python3 ci/policy_candidate.py "$wt" "$c" > "$d/policy$i.json" 2> "$d/policy$i.log" ||
+             ! git -C "$wt" -c user.name=ps -c user.email=ps@test commit -qam "policy candidate: $c (throwaway)" \
+               >> "$d/policy$i.log" 2>&1; then
             echo "policy candidate $i ($c): refused: $(tail -n 1 "$d/policy$i.log")" | tee -a "$work/policystudy.log"
             rc=1; continue
           fi
-          git -C "$wt" -c user.name=ps -c user.email=ps@test commit -qam "policy candidate: $c (throwaway)"
         fi
-        t1=$SECONDS
-        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm bench --json "$d/bench$i.json") \
-          > "$d/bench$i.log" 2>&1
-        brc=$?; t2=$SECONDS
-        mkdir -p "$d/cal$i"
+        t1=$SECONDS; mkdir -p "$d/cal$i"
         (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" timeout -s INT -k 30 "${PS_TIMEOUT_S:-86400}" \
            python3 -m gemm calibrate --repo "$wt" --machine "$MACHINE" --out "$d/cal$i" --trials 0 \
            ${PS_ARGS:---processes 10 -k 05 -k 07 -k 09 --sizes 1024 2048 4096 8192}) > "$d/cal$i.log" 2>&1
-        crc=$?
-        echo "policy candidate $i ($c): bench exit $brc in $((t2 - t1)) s, A/A exit $crc in $((SECONDS - t2)) s" | tee -a "$work/policystudy.log"
+        crc=$?; t2=$SECONDS; pack
+        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" timeout -k 15 "${PS_BENCH_TIMEOUT_S:-86400}" \
+           python3 -m gemm bench --json "$d/bench$i.json") > "$d/bench$i.log" 2>&1
+        brc=$?
+        { [ $crc -eq 0 ] && [ $brc -eq 0 ]; } || rc=1
+        echo "policy candidate $i ($c): A/A exit $crc in $((t2 - t1)) s, bench exit $brc in $((SECONDS - t2)) s" | tee -a "$work/policystudy.log"
         gemm show "$d/bench$i.json" 2>&1 | grep -m 1 "measurements in" >> "$work/policystudy.log"
-        tail -n 20 "$d/cal$i.log" >> "$work/policystudy.log"; pack
+        sed -n '/^A\/A noise/,/^calibration written/p' "$d/cal$i.log" >> "$work/policystudy.log"; pack
       done ;;
     falsealarm)
       d="$work/falsealarm"; history_copy "$d"

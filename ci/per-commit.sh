@@ -17,7 +17,7 @@ stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, remember a failure
   return $rc
 }
 stage setup bash ci/setup.sh || exit 1
-nvidia-smi --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
+nvidia-smi ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv > "$OUT/gpu.csv" 2>&1 || true
 stage gate bash ci/gate.sh
 stage record bash ci/record.sh && stage regress bash ci/regress.sh --all

@@ -16,6 +16,7 @@ the history.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -25,28 +26,44 @@ from pathlib import Path
 POLICY_FILE = Path("gemm") / "core" / "policy.py"
 
 
+# set per run by `gemm bench/measure --mode`, which overrides the default: not a candidate's
+NOT_CANDIDATES = {"mode": "set by --mode on every run, which overrides a default"}
+KINDS = {"float": float, "int": int, "str": str}
+
+
 def parse(spec: str) -> dict[str, str]:
-    """"k=v,k=v" -> {k: v} (raw strings); an empty spec is no change."""
+    """"k=v,k=v" -> {k: v} (raw strings); at least one pair (a study measures today's policy
+    as the candidate "today", not as an empty rewrite)."""
     out: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise ValueError(f"expected key=value, got {part!r}")
         out[key.strip()] = value.strip()
+    if not out:
+        raise ValueError("an empty candidate changes nothing (today's policy is the candidate "
+                         "'today' of ci/device-run.sh's policystudy)")
     return out
 
 
-def typed(changes: dict[str, str], defaults: dict) -> dict:
-    """The values as their fields' types (those of the tree's own defaults)."""
+def typed(changes: dict[str, str], kinds: dict[str, str]) -> dict:
+    """The values as their fields' annotated types (`kinds`: field -> 'float', 'int', 'str', as
+    the tree's own Policy declares them); finite numbers only."""
     out = {}
     for key, raw in changes.items():
-        if key not in defaults:
-            raise ValueError(f"{key!r} is not a Policy field (fields: {', '.join(defaults)})")
-        kind = type(defaults[key])
+        if key in NOT_CANDIDATES:
+            raise ValueError(f"{key!r} is not a candidate: {NOT_CANDIDATES[key]}")
+        if key not in kinds:
+            raise ValueError(f"{key!r} is not a Policy field (fields: {', '.join(kinds)})")
+        kind = KINDS.get(kinds[key])
+        if kind is None:
+            raise ValueError(f"{key!r} has type {kinds[key]}, which this tool cannot set")
         try:
             out[key] = raw if kind is str else kind(raw)
         except ValueError:
             raise ValueError(f"{key}={raw!r} is not of type {kind.__name__}") from None
+        if kind is float and not math.isfinite(out[key]):
+            raise ValueError(f"{key}={raw!r} is not a finite number")
     return out
 
 
@@ -62,15 +79,28 @@ def rewrite(text: str, values: dict) -> str:
     return text
 
 
-def _suite_policy(tree: Path) -> dict:
-    """The suite policy the tree's own package has (imported in a fresh process)."""
-    code = "import json; from gemm.core.policy import SUITE; print(json.dumps(SUITE.as_dict()))"
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True,
+_PROBE = """
+import dataclasses, json, typing
+from gemm.core.policy import SUITE, Policy
+hints = typing.get_type_hints(Policy)
+print(json.dumps({"values": SUITE.as_dict(),
+                  "kinds": {f.name: getattr(hints[f.name], "__name__", str(hints[f.name]))
+                            for f in dataclasses.fields(Policy)}}))
+"""
+
+
+def _suite_policy(tree: Path) -> tuple[dict, dict]:
+    """The suite policy the tree's own package has (imported in a fresh process, the tree
+    first on the path), and its fields' annotated types."""
+    path = os.pathsep.join([str(tree)] + [p for p in os.environ.get("PYTHONPATH", "")
+                                          .split(os.pathsep) if p])
+    out = subprocess.run([sys.executable, "-c", _PROBE], cwd=tree,
+                         env={**os.environ, "PYTHONPATH": path}, capture_output=True,
                          text=True, timeout=120)
     if out.returncode != 0:
         raise RuntimeError(f"the tree's gemm would not import: {out.stderr.strip()[-400:]}")
-    return json.loads(out.stdout)
+    got = json.loads(out.stdout)
+    return got["values"], got["kinds"]
 
 
 def main(argv: list[str]) -> int:
@@ -80,8 +110,8 @@ def main(argv: list[str]) -> int:
     tree, spec = Path(argv[0]).resolve(), argv[1]
     path = tree / POLICY_FILE
     try:
-        before = _suite_policy(tree)
-        values = typed(parse(spec), before)
+        before, kinds = _suite_policy(tree)
+        values = typed(parse(spec), kinds)
         new_text = rewrite(path.read_text(), values)
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"policy_candidate: {exc}", file=sys.stderr)
@@ -89,7 +119,7 @@ def main(argv: list[str]) -> int:
     old_text = path.read_text()
     path.write_text(new_text)
     try:
-        after = _suite_policy(tree)
+        after, _ = _suite_policy(tree)
     except RuntimeError as exc:   # e.g. the Policy's own checks refuse the combination
         path.write_text(old_text)
         print(f"policy_candidate: {exc}; left as it was", file=sys.stderr)

@@ -39,17 +39,20 @@ def run(tree, spec):
 
 
 def test_parse_and_types():
-    assert pc.parse("") == {}
     assert pc.parse(" min_time_s=0.1 , max_samples=40 ") == {"min_time_s": "0.1", "max_samples": "40"}
-    with pytest.raises(ValueError, match="key=value"):
-        pc.parse("min_time_s")
-    d = SUITE.as_dict()
-    assert pc.typed({"min_time_s": "0.1", "max_samples": "40", "mode": "cold"}, d) == {
-        "min_time_s": 0.1, "max_samples": 40, "mode": "cold"}
-    with pytest.raises(ValueError, match="not a Policy field"):
-        pc.typed({"min_tme_s": "0.1"}, d)
-    with pytest.raises(ValueError, match="not of type int"):
-        pc.typed({"max_samples": "4.5"}, d)
+    for bad in ("min_time_s", "", " , "):
+        with pytest.raises(ValueError):
+            pc.parse(bad)
+    kinds = {"min_time_s": "float", "max_samples": "int", "batching": "str", "mode": "str"}
+    assert pc.typed({"min_time_s": "1", "max_samples": "40", "batching": "direct"}, kinds) == {
+        "min_time_s": 1.0, "max_samples": 40, "batching": "direct"}
+    assert type(pc.typed({"min_time_s": "1"}, kinds)["min_time_s"]) is float
+    for bad, why in [({"min_tme_s": "0.1"}, "not a Policy field"),
+                     ({"max_samples": "4.5"}, "not of type int"),
+                     ({"min_time_s": "nan"}, "not a finite number"),
+                     ({"mode": "cold"}, "--mode")]:    # bench/measure set it per run
+        with pytest.raises(ValueError, match=why):
+            pc.typed(bad, kinds)
 
 
 def test_rewrite_touches_only_the_named_defaults():
@@ -75,6 +78,8 @@ def test_candidate_tree_imports_with_the_new_policy(tree):
 
 
 @pytest.mark.parametrize("spec, why", [
+    ("", "changes nothing"),
+    ("mode=cold", "not a candidate"),
     ("min_tme_s=0.1", "not a Policy field"),
     ("max_samples=4.5", "not of type int"),
     ("min_samples=200", "would not import"),     # the Policy's own check refuses it

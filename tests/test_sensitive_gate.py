@@ -615,3 +615,36 @@ def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
     rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.startswith(("07 ", "09 "))}
     assert "robust sd %" in out and rows["07"][6] == "3" and rows["09"][6] == "0"
     assert rows["07"][4] == f"{100 * sd_tailed:.3f}"
+
+
+def test_an_interrupted_calibration_keeps_its_processes_but_not_over_better_noise(tmp_path, monkeypatch):
+    """`timeout -s INT` or Ctrl-C during the A/A: the processes measured so far are written
+    (a policy study's scratch calibration keeps what it got), but a series the file already
+    knows from more processes keeps that noise, and no trial runs on unfinished noise."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    calls = []
+
+    def measure(root, series, env=None, **kw):
+        calls.append(1)
+        if len(calls) > 4:
+            raise KeyboardInterrupt
+        w = 1 + 0.001 * (len(calls) % 3 - 1)
+        return {(k, s, m): 30.0 * w for k, ss in series.items() for s in ss for m in calibrate.METRICS}
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    _cal_file(tmp_path, sigma=0.001)                 # 09 at 4096 known from 30 processes
+    with pytest.raises(KeyboardInterrupt):
+        calibrate.run(".", "h200", ["05", "09"], ["4096"], 30, ["09"], ["4096"], [0.01], 1,
+                      GateConfig(), tmp_path, log=lambda s: None, gpu_name="NVIDIA H200")
+    cal, why = calibration.load(tmp_path, "h200", gpu_name="NVIDIA H200")
+    assert why == "" and cal.doc["processes"] == 4
+    assert cal.prior("05", "4096", "tflops").dof == 3                       # new: 4 processes
+    assert cal.prior("09", "4096", "tflops") == decision.Noise(0.001, 29)   # better: kept
+    assert len(calls) == 5                                                  # no trial ran
+    # interrupted before two processes: nothing to write, the file as it was
+    calls.clear(); calls.extend([1] * 4)
+    before = (tmp_path / "h200.json").read_text()
+    with pytest.raises(KeyboardInterrupt):
+        calibrate.run(".", "h200", ["05"], ["2048"], 30, ["09"], ["4096"], [0.01], 0,
+                      GateConfig(), tmp_path, log=lambda s: None, gpu_name="NVIDIA H200")
+    assert (tmp_path / "h200.json").read_text() == before

@@ -21,8 +21,9 @@ from gemm.core.stats import median
 from gemm.measure.worker import Job, check_problem, time_problem
 
 REPS = int(os.environ.get("REPS", "3"))
-SERIES = {k: [int(s) for s in v.split()] for k, v in
-          (x.split("@") for x in os.environ.get("SERIES", "07@1024 2048 4096 8192").split(";"))}
+SERIES = {k.strip(): [int(s) for s in v.split()] for k, v in
+          (x.split("@") for x in os.environ.get("SERIES", "07@1024 2048 4096 8192").split(";")
+           if x.strip())}
 out = {"pid": os.getpid(), "series": {}}
 for kernel, sizes in SERIES.items():
     job = Job({"kernel": kernel, "policy": {}})
@@ -32,7 +33,7 @@ for kernel, sizes in SERIES.items():
         for _ in range(REPS):
             rec = job.record(prob)
             ops = job.checker.operands(prob)
-            try:
+            try:   # a failing repetition is reported as such; the process goes on
                 check_problem(job, prob, ops, rec)
                 time_problem(job, prob, ops, rec)
                 k, b = rec.get("kernel_time") or {}, rec.get("baseline_time") or {}
@@ -40,6 +41,8 @@ for kernel, sizes in SERIES.items():
                 rows.append({"status": rec["status"], "a": int(ops.a), "out": int(ops.out),
                              "kernel": [med(k), k.get("batch"), len(k.get("samples_s") or [])],
                              "cublas": [med(b), b.get("batch"), len(b.get("samples_s") or [])]})
+            except Exception as exc:
+                rows.append({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
             finally:
                 ops.free()
         out["series"][f"{kernel}@{n}"] = rows

@@ -299,7 +299,6 @@ def cmd_calibrate(args) -> int:
     from ..track import calibrate
     from ..track.confirm import gpu_present
     from ..track.gate import GateConfig
-    from .tables import table
     if args.join:
         return _calibrate_join(args)
     kernels = _targets(args.kernel)
@@ -349,8 +348,9 @@ def _print_noise(doc: dict) -> None:
     from .tables import table
     g = G()
     fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
-    print(f"\nA/A noise on {doc.get('gpu_name')} ({doc.get('processes')} processes, "
-          f"{str(doc.get('date'))[:10]}): sd of one process's value.\n"
+    print(f"\nA/A noise on {doc.get('gpu_name')} (the last calibration: {doc.get('processes')} "
+          f"processes, {str(doc.get('date'))[:10]}; a row's processes: its dof + 1): sd of one "
+          f"process's value.\n"
           f"robust sd: 1.4826 MAD; tail: processes beyond 4 robust sds (an sd well above the "
           f"robust sd means a few processes ran apart).\nrounds: A B B A rounds for the gate "
           f"to call its minimum effect a DROP with 99 % power (20 comparisons; the gate stops "

@@ -66,15 +66,32 @@ def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
     return r, (sum(abs(x - m) > cut * r for x in vals) if r > 0 else 0)
 
 
-def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict]:
-    """{(kernel, size, metric): [values per process]}, and the GPU's description."""
+def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict, int, bool]:
+    """{(kernel, size, metric): [values per process]}, the GPU's description, the number of
+    processes measured, and whether an interrupt (Ctrl-C, `timeout -s INT`) cut it short."""
     got: dict = {}
     device: dict = {}
     for i in range(processes):
         log(f"calibrate: A/A process {i + 1}/{processes}: {', '.join(kernels)} at {', '.join(sizes)}")
-        for key, v in abtest.measure(Path(root), _series(kernels, sizes), device=device).items():
+        try:
+            measured = abtest.measure(Path(root), _series(kernels, sizes), device=device)
+        except KeyboardInterrupt:
+            return got, device, i, True
+        for key, v in measured.items():
             got.setdefault(key, []).append(v)
-    return got, device
+    return got, device, processes, False
+
+
+def noise_rows(got: dict) -> list[dict]:
+    """The noise rows of A/A values (series with at least two usable values)."""
+    rows = []
+    for key, values in sorted(got.items()):
+        sd = sigma_of(values)
+        if sd is not None:
+            rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
+                         "dof": sd[1], "median": stats.median([v for v in values if v]),
+                         "values": values})
+    return rows
 
 
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
@@ -170,16 +187,20 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         earlier = list(old.doc["detection"])
     if not processes and old is None:
         raise Refused(f"--processes 0 uses the file's noise, and there is none: {why_not}")
+    cut = False
     if processes:
-        got, device = noise(root, kernels, sizes, processes, log)
-        rows = []
-        for key, values in sorted(got.items()):
-            sd = sigma_of(values)
-            if sd is not None:
-                rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
-                             "dof": sd[1], "median": stats.median([v for v in values if v]),
-                             "values": values})
-        base = {"gpu_name": device.get("name"), "device": device, "processes": processes}
+        got, device, done, cut = noise(root, kernels, sizes, processes, log)
+        rows = noise_rows(got)
+        if cut:
+            # interrupted: what it measured is kept, but never over a file's better noise
+            have = {(r["kernel"], r["size"], r["metric"]): r["dof"]
+                    for r in (old.doc.get("noise", []) if old else [])}
+            rows = [r for r in rows if r["dof"] > have.get((r["kernel"], r["size"], r["metric"]), 0)]
+            log(f"calibrate: interrupted after {done} of {processes} A/A processes: the noise of "
+                f"{len(rows)} series is written (the file's noise with more processes is kept)")
+            if not rows:
+                raise KeyboardInterrupt
+        base = {"gpu_name": device.get("name"), "device": device, "processes": done}
         rows = merged_noise(old, rows)
     else:
         rows = old.doc.get("noise", [])
@@ -194,6 +215,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             if old is not None and k in old.doc}
     calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
                                         **keep})
+    if cut:
+        raise KeyboardInterrupt     # no trials on noise the run did not finish
     if trials:
         log("calibrate: the noise is written; the detection trials follow")
     det = list(earlier)
