@@ -96,3 +96,26 @@ def test_ci_scripts_parse(script):
     """Every ci/ shell script is valid bash (they run only on the GPU runner)."""
     out = subprocess.run(["bash", "-n", str(ROOT / "ci" / script)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_power_simulation_separates_no_change_from_a_clear_drop():
+    """ci/probes/power_sim.py resamples A/A values through the gate's rule: with a tight
+    normal-like sample, no change is never a DROP and a 2 % drop always is; a heavy tail in
+    the prior (sd) costs power that the robust sd would not."""
+    import random
+    from gemm.track import decision
+    from gemm.track.gate import GateConfig
+    spec = importlib.util.spec_from_file_location("power_sim", ROOT / "ci" / "probes" / "power_sim.py")
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    rng = random.Random(3)
+    logs = [rng.gauss(0, 0.0007) for _ in range(30)]
+    prior = decision.Noise(0.0007, 29)
+    cfg = GateConfig()
+    assert sim.simulate(logs, 0.0, prior, 5, cfg, 180, rng, 200)[0] == 0
+    assert sim.simulate(logs, 0.02, prior, 5, cfg, 180, rng, 200)[0] == 1
+    tailed = logs[:27] + [-0.0075, -0.007, -0.0065]
+    wide, tight = decision.Noise(0.0024, 29), decision.Noise(0.0011, 29)
+    p_wide = sim.simulate(tailed, 0.01, wide, 3, cfg, 180, rng, 300)[0]
+    p_tight = sim.simulate(tailed, 0.01, tight, 3, cfg, 180, rng, 300)[0]
+    assert p_wide < 0.3 < 0.7 < p_tight

@@ -1,0 +1,87 @@
+"""Simulation (CPU only, not part of the suite or the gate): what the gate's A/B rule detects
+on this runner, resampling the calibrated A/A processes themselves instead of assuming
+normal noise -- so a heavy tail (a few slow processes) counts as it was measured.
+
+A simulated A/B: per round, two reference and two new process values drawn (with
+replacement) from one series' A/A log values, the new ones moved by log(1 - share); decided
+after each round by gemm.track.decision.effect_rounds with the calibrated prior, at the
+gate's level and a family like a calibration trial's (18 series x 5 looks x 2), stopped at a
+verdict or at ROUNDS (the cap or the time budget). Reports P(DROP) per share (share 0: the
+false-alarm rate) for the prior as calibrated (sd) and, for comparison, with the robust sd
+(1.4826 MAD) as the prior.
+
+    python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
+Environment: ROUNDS (default 3 5), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
+series of 05, 07, 09 at 2048-8192), SEED.
+"""
+import json
+import math
+import os
+import random
+import sys
+
+from gemm.core import stats
+from gemm.track import decision
+from gemm.track.gate import GateConfig
+
+
+def simulate(logs, share, prior, rounds, cfg, family, rng, trials):
+    """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs."""
+    delta = cfg.effect_for("4096")
+    shift = math.log1p(-share)
+    drop = same = 0
+    for _ in range(trials):
+        ref, new = [], []
+        verdict = decision.AMBIGUOUS
+        for r in range(rounds):
+            ref.append([math.exp(rng.choice(logs)) for _ in range(2)])
+            new.append([math.exp(rng.choice(logs) + shift) for _ in range(2)])
+            if r + 1 < cfg.min_rounds:
+                continue
+            verdict = decision.effect_rounds(ref, new, delta, cfg.alpha, family, prior).verdict
+            if verdict != decision.AMBIGUOUS:
+                break
+        drop += verdict == decision.DROP
+        same += verdict in decision.PASSING
+    return drop / trials, same / trials, 1 - (drop + same) / trials
+
+
+def main(argv):
+    path = argv[0] if argv else "calibration/h200.json"
+    trials = int(argv[1]) if len(argv) > 1 else 400
+    doc = json.load(open(path))
+    cfg = GateConfig()
+    family = 18 * (cfg.max_rounds - cfg.min_rounds + 1) * 2
+    rounds_list = [int(x) for x in os.environ.get("ROUNDS", "3 5").split()]
+    shares = [float(x) for x in os.environ.get("SHARES", "0 0.005 0.01 0.02").split()]
+    want = os.environ.get("SERIES", "").split()
+    rng = random.Random(int(os.environ.get("SEED", "1")))
+    print(f"{path}: {trials} simulated A/Bs per cell; family {family}; alpha {cfg.alpha}; "
+          f"P(DROP) per share, with the prior as calibrated (sd) | with the robust sd")
+    head = "series    sd %  rob %  rounds  " + "  ".join(
+        f"{100 * s:>5.1f} % sd |   rob" for s in shares)
+    print(head)
+    for row in doc["noise"]:
+        name = f"{row['kernel'][:2]}@{row['size']}"
+        if row["metric"] != "tflops" or not row.get("values"):
+            continue
+        if want and name not in want:
+            continue
+        if not want and (row["kernel"][:2] not in ("05", "07", "09") or row["size"] == "1024"):
+            continue
+        logs = [math.log(v) for v in row["values"] if v]
+        mean = sum(logs) / len(logs)
+        logs = [x - mean for x in logs]
+        robust = stats.robust_sigma(logs)
+        priors = (decision.Noise(row["sigma"], row["dof"]), decision.Noise(robust, row["dof"]))
+        for rounds in rounds_list:
+            cells = []
+            for share in shares:
+                got = [simulate(logs, share, p, rounds, cfg, family, rng, trials)[0] for p in priors]
+                cells.append(f"{got[0]:>5.3f} | {got[1]:>5.3f}")
+            print(f"{name:<8} {100 * row['sigma']:5.3f}  "
+                  f"{100 * robust:5.3f}  {rounds:>6}  " + "  ".join(cells))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
