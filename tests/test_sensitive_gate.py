@@ -217,6 +217,12 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
     assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 1
     rows = json.loads((repo.parent / "r.json").read_text())["rows"]
     assert all(r["effects"][0]["dof"] == 40 for r in rows)   # one round: 0 dof of its own + 40
+    # the per-process values it was decided on are kept (a later rule can be tried on them):
+    # one round R N N R, the reference's first and last, the new code's two
+    for r in rows:
+        v = r["effects"][0]["values"]
+        assert len(v["first"]) == len(v["last"]) == 1 and len(v["new"]) == 2 and v["k"] == [3]
+        assert r["effects"][0]["n_ref"] == 2 and r["effects"][0]["n_new"] == 2
 
 
 def test_the_gate_uses_no_calibration_made_on_another_gpu(repo, gpu_here, monkeypatch):
@@ -462,8 +468,14 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
     prior = decision.Noise(0.0005, 29)
     keys = [(k, "4096", m) for k in ("05", "09") for m in calibrate.METRICS]
+    raw: dict = {}
     got = calibrate.trial(".", ["05", "09"], ["4096"], [0.005, 0.03], GateConfig(),
-                          {k: prior for k in keys}, lambda s: None)
+                          {k: prior for k in keys}, lambda s: None, values=raw)
+    # each decision keeps the per-process values it was made on: the 3 % share its one round,
+    # the 0.5 % share all five
+    assert all(len(raw[k + (0.03,)]["ref"]) == len(raw[k + (0.03,)]["new"]) == 2 for k in keys)
+    assert all(len(raw[k + (0.005,)]["ref"]) == len(raw[k + (0.005,)]["new"]) == 10 for k in keys)
+    assert all(abs(raw[k + (0.03,)]["new"][0] * 1.03 - 30.0) < 0.1 for k in keys)
     assert all(got[k + (0.03,)].verdict == decision.DROP for k in keys)
     assert all(got[k + (0.005,)].verdict == decision.AMBIGUOUS for k in keys)   # at the margin
     assert [c[0] for c in calls[:6]] == [0, 0.005, 0.03, 0.03, 0.005, 0]     # R S1 S2 S2 S1 R

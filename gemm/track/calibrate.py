@@ -95,7 +95,8 @@ def noise_rows(got: dict) -> list[dict]:
 
 
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
-          label: str = "", stopped: dict | None = None, clock=time.monotonic) -> dict:
+          label: str = "", stopped: dict | None = None, clock=time.monotonic,
+          values: dict | None = None) -> dict:
     """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
 
     As the gate's A/B does (gemm.track.confirm.ABRun), a round measures only what is still
@@ -103,7 +104,8 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
     And as the gate does, a share starts no new round once its A/B has used the gate's time
     budget: the time the gate would have spent on it, R N N R per round, is taken as twice
     its own two arms' time. Series left open are AMBIGUOUS; `stopped`, if given, gets why
-    ("budget" or "cap") per such key."""
+    ("budget" or "cap") per such key; `values`, if given, gets the per-process values each
+    decision was made on ({"ref": [...], "new": [...]}, two per round, in round order)."""
     keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
     # the family as the gate counts it for a commit with these comparisons: every series,
     # every look, and the one restart its A/A control allows
@@ -112,9 +114,11 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
     decided: dict = {}
     spent = {sh: 0.0 for sh in shares}
     stopped = {} if stopped is None else stopped
+    values = {} if values is None else values
 
     def effect(sh, key, rounds: int):
         ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
+        values[key + (sh,)] = {"ref": ref[:2 * rounds], "new": new[:2 * rounds]}
         if not ref or not new or None in ref or None in new:
             return None
         # the share's open rounds are the first `rounds`, and so are the reference's
@@ -225,9 +229,10 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         priors = {key: cal.prior(*key) for key in
                   [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
         stopped: dict = {}
+        raw: dict = {}
         res = trial(root, inject_kernels, inject_sizes, shares, cfg,
                     {k: v for k, v in priors.items() if v is not None}, log,
-                    label=f"trial {t + 1}/{trials}: ", stopped=stopped)
+                    label=f"trial {t + 1}/{trials}: ", stopped=stopped, values=raw)
         tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
         for (k, sz, m, sh), e in sorted(res.items()):
             p = priors.get((k, sz, m))
@@ -237,7 +242,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
                         "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
-                        "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None})
+                        "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
+                        "values": raw.get((k, sz, m, sh))})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {
             **base, "gate": gate, "noise": rows, **table_of(det)})

@@ -256,7 +256,12 @@ class ABRun:
                                   "change": e.change,
                                   "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
                                   "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
-                                  "n_new": e.n_new})
+                                  "n_new": e.n_new,
+                                  # the per-process values it was decided on, in round
+                                  # order, so a later rule can be tried on this evidence
+                                  "values": {"first": v["first"], "last": v["last"],
+                                             "new": self.arm("new", r)["new"],
+                                             "k": v["k"][:len(v["first"])]}})
             for v in ("FAILED", "DROP", "UNRESOLVED"):
                 if v in verdicts:
                     r.verdict = v
