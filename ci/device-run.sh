@@ -69,10 +69,14 @@ history_copy() {  # history_copy DIR: a scratch copy of results/ and verdicts/ (
   rm -rf "$1/results" "$1/verdicts" && mkdir -p "$1" && cp -r results "$1/results"
   if [ -d verdicts ]; then cp -r verdicts "$1/verdicts"; fi
 }
+in_tree() {  # in_tree TREE CMD...: CMD in TREE with TREE's package first on the path
+  local tree=$1; shift
+  (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" "$@")
+}
 record_in() {  # record_in TREE RESULTS SHA [ARGS]: `gemm record` with TREE's code into RESULTS
   local tree=$1 res=$2 sha=$3; shift 3
-  (cd "$tree" && PYTHONPATH="$tree${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm record --repo "$tree" \
-     --results "$res" --machine "$MACHINE" --commit "$sha" "$@")
+  in_tree "$tree" python3 -m gemm record --repo "$tree" --results "$res" --machine "$MACHINE" \
+    --commit "$sha" "$@"
 }
 rc=0
 for sha in ${BACKFILL:-}; do
@@ -90,10 +94,10 @@ for extra in ${EXTRAS:-}; do
       wt=$(worktree "${THROWAWAY:?}") || { echo "no worktree for $THROWAWAY"; rc=1; continue; }
       history_copy "$wt"
       mkdir -p "$work/throwaway"
-      (cd "$wt" && OUT="$work/throwaway" PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" bash ci/record.sh \
-         > "$work/throwaway/record.log" 2>&1 &&
-       OUT="$work/throwaway" PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" bash ci/regress.sh \
-         --commit "$(git rev-parse HEAD)" > "$work/throwaway/regress.log" 2>&1)
+      (export OUT="$work/throwaway"
+       in_tree "$wt" bash ci/record.sh > "$work/throwaway/record.log" 2>&1 &&
+       in_tree "$wt" bash ci/regress.sh --commit "$(git -C "$wt" rev-parse HEAD)" \
+         > "$work/throwaway/regress.log" 2>&1)
       echo "throwaway $THROWAWAY: gate exit $? (expected 1)" | tee "$work/throwaway.log"
       summary "$work/throwaway/regress.json" >> "$work/throwaway.log"
       pack ;;
@@ -184,12 +188,12 @@ PY
           fi
         fi
         t1=$SECONDS; mkdir -p "$d/cal$i"
-        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" timeout -s INT -k 30 "${PS_TIMEOUT_S:-86400}" \
-           python3 -m gemm calibrate --repo "$wt" --machine "$MACHINE" --out "$d/cal$i" --trials 0 \
-           ${PS_ARGS:---processes 10 -k 05 -k 07 -k 09 --sizes 1024 2048 4096 8192}) > "$d/cal$i.log" 2>&1
+        in_tree "$wt" timeout -s INT -k 30 "${PS_TIMEOUT_S:-86400}" \
+          python3 -m gemm calibrate --repo "$wt" --machine "$MACHINE" --out "$d/cal$i" --trials 0 \
+          ${PS_ARGS:---processes 10 -k 05 -k 07 -k 09 --sizes 1024 2048 4096 8192} > "$d/cal$i.log" 2>&1
         crc=$?; t2=$SECONDS; pack
-        (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" timeout -k 15 "${PS_BENCH_TIMEOUT_S:-86400}" \
-           python3 -m gemm bench --json "$d/bench$i.json") > "$d/bench$i.log" 2>&1
+        in_tree "$wt" timeout -k 15 "${PS_BENCH_TIMEOUT_S:-86400}" \
+          python3 -m gemm bench --json "$d/bench$i.json" > "$d/bench$i.log" 2>&1
         brc=$?
         { [ $crc -eq 0 ] && [ $brc -eq 0 ]; } || rc=1
         echo "policy candidate $i ($c): A/A exit $crc in $((t2 - t1)) s, bench exit $brc in $((SECONDS - t2)) s" | tee -a "$work/policystudy.log"

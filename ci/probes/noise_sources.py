@@ -8,7 +8,7 @@ allocations = placement; spread of process means = whatever a process adds.
 Run on the GPU machine: for i in $(seq 5); do python3 ci/probes/noise_sources.py; done
 (docs/probes/ holds a run: 5 processes on each GPU of the two-GPU machine, ALLOCS=4, cc0e510.)
 """
-import json, os, sys, time
+import json, os
 from gemm.core.policy import Policy
 from gemm.core.problem import Problem
 from gemm.cuda import device

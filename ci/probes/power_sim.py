@@ -20,8 +20,8 @@ import os
 import random
 import sys
 
-from gemm.core import stats
 from gemm.track import decision
+from gemm.track.calibrate import tail_of
 from gemm.track.gate import GateConfig
 
 
@@ -72,7 +72,7 @@ def main(argv):
         logs = [math.log(v) for v in row["values"] if v]
         mean = sum(logs) / len(logs)
         logs = [x - mean for x in logs]
-        robust = stats.robust_sigma(logs)
+        robust = tail_of(row["values"])[0]      # the robust sd gemm show prints
         priors = (decision.Noise(row["sigma"], row["dof"]), decision.Noise(robust, row["dof"]))
         for rounds in rounds_list:
             cells = []

@@ -129,6 +129,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_show(args) -> int:
+    from ..track.calibration import SCHEMA as CALIBRATION
     from .tables import bench_table, summary_table
     records, docs = [], []
     for path in args.file:
@@ -137,7 +138,6 @@ def cmd_show(args) -> int:
                 doc = json.load(f)
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path} is not a JSON file ({exc})") from None
-        from ..track.calibration import SCHEMA as CALIBRATION
         if isinstance(doc, dict) and doc.get("schema") == CALIBRATION:
             docs.append(doc)
             continue

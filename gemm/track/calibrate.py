@@ -46,8 +46,13 @@ def _series(kernels, sizes) -> dict[str, list[str]]:
     return {k: list(sizes) for k in kernels}
 
 
+def _logs(values) -> list[float]:
+    """The log values of a series' usable process values (failed processes left out)."""
+    return [math.log(v) for v in values if v is not None and v > 0]
+
+
 def sigma_of(values: list[float]) -> tuple[float, int] | None:
-    vals = [math.log(v) for v in values if v is not None and v > 0]
+    vals = _logs(values)
     if len(vals) < 2:
         return None
     m = sum(vals) / len(vals)
@@ -58,7 +63,7 @@ def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
     """(robust sd of the log values, how many lie beyond `cut` robust sds of their median):
     a series whose sd is much larger than its robust sd has a heavy tail (a few slow or fast
     processes), which the gate's Gaussian interval takes in as a larger sd."""
-    vals = [math.log(v) for v in values if v is not None and v > 0]
+    vals = _logs(values)
     if len(vals) < 3:
         return None
     r = stats.robust_sigma(vals)
