@@ -629,6 +629,22 @@ def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
     assert rows["07"][4] == f"{100 * sd_tailed:.3f}"
 
 
+def test_gemm_show_of_a_calibration_needs_no_scipy(tmp_path, monkeypatch, capsys):
+    """A plain install (no track extra) still prints the file; only the rounds column, which
+    needs scipy's t quantiles, is left out, and it says so."""
+    import sys
+    root = tmp_path / "calibration"
+    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "processes": 4, "noise": [
+        {"kernel": "09", "size": "2048", "metric": "tflops", "sigma": 0.001, "dof": 3,
+         "median": 47.0, "values": [47.0, 47.05, 46.95, 47.02]}]})
+    monkeypatch.setitem(sys.modules, "scipy", None)      # import scipy raises ImportError
+    assert cli_main(["show", str(root / "h200.json")]) == 0
+    out = capsys.readouterr().out
+    assert "scipy is not installed" in out
+    row = next(ln.split() for ln in out.splitlines() if ln.startswith("09 "))
+    assert row[-1] == "-" and row[4] == "0.100"
+
+
 def test_an_interrupted_calibration_keeps_its_processes_but_not_over_better_noise(tmp_path, monkeypatch):
     """`timeout -s INT` or Ctrl-C during the A/A: the processes measured so far are written
     (a policy study's scratch calibration keeps what it got), but a series the file already

@@ -355,14 +355,20 @@ def _print_noise(doc: dict) -> None:
           f"robust sd means a few processes ran apart).\nrounds: A B B A rounds for the gate "
           f"to call its minimum effect a DROP with 99 % power (20 comparisons; the gate stops "
           f"at {g.max_rounds}).")
+    try:
+        import scipy  # noqa: F401  (rounds_needed's t quantiles; the track extra)
+        rounds = lambda r: rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,  # noqa: E731
+                                         prior_dof=r["dof"])
+    except ImportError:
+        print("(rounds: '-', scipy is not installed here: pip install 'gemm[track]')")
+        rounds = lambda r: "-"  # noqa: E731
     rows = []
     for r in doc.get("noise") or []:
         tail = tail_of(r.get("values") or [])
         rows.append([r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
                      f"{100 * r['sigma']:.3f}",
                      f"{100 * tail[0]:.3f}" if tail else "-", tail[1] if tail else "-", r["dof"],
-                     rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,
-                                   prior_dof=r["dof"])])
+                     rounds(r)])
     print(table(["kernel", "size", "metric", "median", "sd %", "robust sd %", "tail", "dof",
                  "rounds"], rows, "lllrrrrrr"))
 
