@@ -6,6 +6,8 @@ before it), both sides are measured in turns, and the gate judges code against c
 machine shift is dismissed and a code regression is not."""
 import json
 import textwrap
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -237,3 +239,30 @@ def test_a_tree_is_asked_once_whether_it_has_gemm_measure(tmp_path, monkeypatch)
     for _ in range(3):
         assert abtest.has_entry_point(tmp_path)
     assert len(calls) == 1
+
+
+def test_an_arm_measures_under_its_trees_confirm_policy_where_it_has_one(tmp_path, monkeypatch):
+    """The A/B and the calibration measure under CONFIRM; a tree from before CONFIRM existed is
+    measured under its only policy (no argument its `gemm measure` would refuse)."""
+    new, old = tmp_path / "new", tmp_path / "old"
+    for tree, text in ((new, "SUITE = Policy()\nCONFIRM = replace(SUITE, min_samples=30)\n"),
+                       (old, "SUITE = Policy()\n")):
+        (tree / "gemm" / "core").mkdir(parents=True)
+        (tree / "gemm" / "core" / "policy.py").write_text(text)
+    monkeypatch.setattr(abtest, "_CONFIRM", {})
+    assert abtest.policy_args(new) == ["--policy", "confirm"]
+    assert abtest.policy_args(old) == []
+    seen = []
+
+    def fake_run(tree, args, timeout, env=None):
+        seen.append(args)
+        path = args[args.index("--json") + 1]
+        Path(path).write_text(json.dumps({"values": [
+            {"kernel": "k", "size": "512", "status": "ok", "metrics": {"tflops": 1.0}}]}))
+        return SimpleNamespace(returncode=0, stderr="")
+    monkeypatch.setattr(abtest, "_run", fake_run)
+    monkeypatch.setattr(abtest, "has_entry_point", lambda tree: True)
+    abtest.measure(new, {"k": ["512"]})
+    abtest.measure(old, {"k": ["512"]})
+    assert seen[0][seen[0].index("--policy") + 1] == "confirm"
+    assert "--policy" not in seen[1]

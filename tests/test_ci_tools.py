@@ -57,10 +57,10 @@ def test_parse_and_types():
 
 def test_rewrite_touches_only_the_named_defaults():
     text = (ROOT / "gemm" / "core" / "policy.py").read_text()
-    new = pc.rewrite(text, {"min_time_s": 0.1, "max_samples": 40})
+    new = pc.rewrite(text, {"min_time_s": 0.2, "max_samples": 60})
     changed = [(a, b) for a, b in zip(text.splitlines(), new.splitlines()) if a != b]
     assert len(changed) == 2 and len(text.splitlines()) == len(new.splitlines())
-    assert all(b.strip().startswith(("min_time_s: float = 0.1", "max_samples: int = 40"))
+    assert all(b.strip().startswith(("min_time_s: float = 0.2", "max_samples: int = 60"))
                for _, b in changed)
     with pytest.raises(ValueError, match="no default line"):
         pc.rewrite("class Policy:\n    pass\n", {"min_time_s": 0.1})
@@ -68,10 +68,10 @@ def test_rewrite_touches_only_the_named_defaults():
 
 def test_candidate_tree_imports_with_the_new_policy(tree):
     ours = (ROOT / "gemm" / "core" / "policy.py").read_text()
-    out = run(tree, "min_time_s=0.1,max_samples=40")
+    out = run(tree, "min_time_s=0.2,max_samples=60")
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert got["min_time_s"] == 0.1 and got["max_samples"] == 40
+    assert got["min_time_s"] == 0.2 and got["max_samples"] == 60
     assert {k: v for k, v in got.items() if k not in ("min_time_s", "max_samples")} == {
         k: v for k, v in SUITE.as_dict().items() if k not in ("min_time_s", "max_samples")}
     assert (ROOT / "gemm" / "core" / "policy.py").read_text() == ours   # only the copy changed

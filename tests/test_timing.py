@@ -55,3 +55,15 @@ def test_policy_validation():
 def test_measurement_figures():
     m = Measurement(samples_s=[0.002, 0.002, 0.002])
     assert m.tflops(2 * 1000**3) == pytest.approx(1.0)
+
+
+def test_suite_and_confirm_differ_only_in_the_stop_rule():
+    from gemm.core.policy import CONFIRM, SUITE, named
+    stop = {"min_samples", "min_time_s", "max_noise", "max_time_s", "min_samples_capped",
+            "max_samples"}
+    a, b = SUITE.as_dict(), CONFIRM.as_dict()
+    assert {k for k in a if a[k] != b[k]} <= stop
+    assert CONFIRM.min_samples >= 30 > SUITE.min_samples   # the A/B takes more per process
+    assert named("confirm", "cold") == Policy(**{**b, "mode": "cold"})
+    with pytest.raises(ValueError, match="unknown policy 'fast'"):
+        named("fast")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ..core import registry, shapes
-from ..core.policy import Policy
+from ..core.policy import POLICIES, Policy, named
 
 
 class UsageError(Exception):
@@ -45,9 +45,9 @@ def _problems(sizes):
         raise UsageError(str(exc)) from None
 
 
-def _policy(mode: str) -> Policy:
+def _policy(mode: str, name: str = "suite") -> Policy:
     try:
-        return Policy(mode=mode)
+        return named(name, mode)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -79,7 +79,7 @@ def cmd_bench(args) -> int:
     from .tables import bench_table
     kernels = _targets(args.kernel)
     problems = _problems(args.sizes)
-    policy = _policy(args.mode)
+    policy = _policy(args.mode, args.policy)
     _need_gpu()
     doc = _sweep(kernels, problems, policy=policy)
     if args.json:
@@ -103,7 +103,7 @@ def cmd_measure(args) -> int:
         return 0
     targets = _targets(args.kernel, baselines_too=True)
     problems = _problems(args.sizes)
-    policy = _policy(args.mode)
+    policy = _policy(args.mode, args.policy)
     _need_gpu()
     doc = _sweep(targets, problems, policy=policy)
     text = json.dumps(doc)
@@ -431,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--kernel", "-k", action="append", help="kernel name or prefix (repeatable)")
     b.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED), help="N (square) or MxNxK")
     b.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    b.add_argument("--policy", default="suite", choices=list(POLICIES),
+                    help="suite (the per-commit record's stop rule, default) or confirm (the "
+                    "gate's A/B and calibration: at least 30 samples per function)")
     b.add_argument("--json", help="write the measurement document (every sample) to this file")
     b.set_defaults(fn=cmd_bench)
 
@@ -440,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="kernel name or prefix, or a cuBLAS configuration (repeatable)")
     me.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
     me.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    me.add_argument("--policy", default="suite", choices=list(POLICIES),
+                    help="suite (the per-commit record's stop rule, default) or confirm (the "
+                    "gate's A/B and calibration: at least 30 samples per function)")
     me.add_argument("--json", default="-", help="where the document goes (default: stdout)")
     me.add_argument("--probe", action="store_true", help="only say whether a GPU is usable")
     me.set_defaults(fn=cmd_measure)

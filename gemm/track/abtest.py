@@ -12,7 +12,10 @@ gemm.track.decision.
 Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
 (document schema gemm.measure/1: "values" -> "metrics" by metric key). Commits from before that
 entry point existed are measured with LEGACY_MEASURE, which uses the names those commits had
-(and computes % of cuBLAS from their samples with today's paired formula).
+(and computes % of cuBLAS from their samples with today's paired formula). Each arm measures
+under its tree's CONFIRM policy (`gemm measure --policy confirm`, more samples per process than
+the per-commit record), which the calibration was made under; a tree from before CONFIRM
+existed (2026-11-30) has only its suite policy and is measured under that.
 """
 from __future__ import annotations
 
@@ -114,6 +117,22 @@ def has_entry_point(tree: Path) -> bool:
     return _ENTRY[tree]
 
 
+_CONFIRM: dict = {}
+
+
+def policy_args(tree: Path) -> list[str]:
+    """`gemm measure`'s policy arguments for this tree: its CONFIRM policy where it has one
+    (read from its source, no process start), else none (its suite policy)."""
+    tree = Path(tree).resolve()
+    if tree not in _CONFIRM:
+        try:
+            text = (tree / "gemm" / "core" / "policy.py").read_text()
+        except OSError:
+            text = ""
+        _CONFIRM[tree] = "\nCONFIRM = " in text
+    return ["--policy", "confirm"] if _CONFIRM[tree] else []
+
+
 def _values(got: dict, tree: Path, legacy: bool) -> dict:
     # `python -m gemm` run in the tree imports the tree's gemm (the working directory comes
     # first on sys.path); where the document names its package (all but 6c81ecd's do), check it
@@ -163,7 +182,8 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
             path = Path(tmp) / f"measure-{i}.json"
             what = ", ".join(kernels)
             out = _run(tree, ["-m", "gemm", "measure", *[x for k in kernels for x in ("--kernel", k)],
-                              "--sizes", *sizes, "--json", str(path)], timeout, env)
+                              "--sizes", *sizes, *policy_args(tree), "--json", str(path)],
+                       timeout, env)
             try:
                 doc = json.loads(path.read_text())
                 got = _values(doc, tree, legacy=False)

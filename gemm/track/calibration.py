@@ -4,7 +4,7 @@ of the same code on this GPU (A/A), and what the A/B detects here (injected dela
 Written by `gemm calibrate` (gemm.track.calibrate) to calibration/<machine>.json, committed
 beside results/; read by the gate, which pools each series' sigma (with its degrees of
 freedom) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
-made for this asv machine, on a GPU of the same name, under the same measurement policy, and
+made for this asv machine, on a GPU of the same name, under the A/B's measurement policy (CONFIRM), and
 is younger than MAX_AGE_DAYS; otherwise the gate says why and decides from the rounds' own
 spread alone (wider intervals: more rounds, more UNRESOLVED).
 """
@@ -18,15 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import metrics
-from ..core.policy import SUITE
+from ..core.policy import CONFIRM
 from .decision import Noise
 
 SCHEMA = "gemm.calibration/1"
 MAX_AGE_DAYS = 180
 
 
-def policy_fingerprint(policy=SUITE) -> str:
-    """What the calibrated numbers depend on: the measurement policy and metric definitions."""
+def policy_fingerprint(policy=CONFIRM) -> str:
+    """What the calibrated numbers depend on: the A/B's measurement policy (CONFIRM) and the
+    metric definitions."""
     return metrics.version(metrics.TFLOPS, policy)
 
 
@@ -85,7 +86,7 @@ def bracketing_sizes(size: str, sizes) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load(root, machine: str, gpu_name: str | None = None, policy=SUITE,
+def load(root, machine: str, gpu_name: str | None = None, policy=CONFIRM,
          now: float | None = None) -> tuple[Calibration | None, str]:
     """(the calibration, '') or (None, why it is not used)."""
     path = path_for(root, machine)
