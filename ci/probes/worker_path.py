@@ -12,21 +12,56 @@ clocks). Slow in some: the allocation or the batch.
 Defaults: 07 at 1024, 2048, 4096, 8192 in that order (as an A/A worker measures it), REPS=3;
 SERIES="07@2048 8192;09@2048" picks others. Run on the GPU machine (30 processes, ~5 min):
   for i in $(seq 30); do python3 ci/probes/worker_path.py; done
+POLICY (default confirm: what an A/A process measures under) names the policy. KEEP=1 keeps
+each repetition's operands alive, so the next one lands elsewhere in device memory (freed,
+it would likely get the same memory back). ALONE=1 times the kernel alone, without cuBLAS
+sampled in turn (the check still runs both): is the slow state made by the interleaving
+(cuBLAS's own operands evicting the kernel's from the L2 between samples)? Each timing also
+reports its mean SM clock.
 """
 import json
 import os
 
+from gemm.core.policy import named
 from gemm.core.problem import Problem
 from gemm.core.stats import median
+from gemm.measure.timer import Timer
 from gemm.measure.worker import Job, check_problem, time_problem
 
 REPS = int(os.environ.get("REPS", "3"))
+POLICY = named(os.environ.get("POLICY", "confirm"))
+KEEP = os.environ.get("KEEP") == "1"
+ALONE = os.environ.get("ALONE") == "1"
+
+
+def time_alone(job, prob, ops, rec):
+    """time_problem without the baseline: the kernel's launches only."""
+    ops.fill(job.checker.support, prob, job.policy.timing_seed)
+    launch = job.kernel.launcher(prob)
+    timer = Timer(job.policy, job.stream, job.clocks, job.info.max_sm_clock_mhz,
+                  job.info.l2_bytes)
+    try:
+        res = timer.measure({"kernel": lambda: launch(ops.a, ops.b, ops.out, job.stream)})
+    finally:
+        timer.close()
+    rec["kernel_time"] = res["kernel"].as_dict()
+
+
+def summary(m):
+    if not m.get("samples_s"):
+        return [None, m.get("batch"), 0, None]
+    clocks = [c for c in m.get("clocks_mhz") or [] if c]
+    return [median(m["samples_s"]), m.get("batch"), len(m["samples_s"]),
+            sum(clocks) / len(clocks) if clocks else None]
+
 SERIES = {k.strip(): [int(s) for s in v.split()] for k, v in
           (x.split("@") for x in os.environ.get("SERIES", "07@1024 2048 4096 8192").split(";")
            if x.strip())}
-out = {"pid": os.getpid(), "series": {}}
+out = {"pid": os.getpid(), "policy": os.environ.get("POLICY", "confirm"), "keep": KEEP,
+       "alone": ALONE, "series": {}}
 for kernel, sizes in SERIES.items():
-    job = Job({"kernel": kernel, "policy": {}})
+    job = Job({"kernel": kernel, "policy": POLICY.as_dict()})
+    kept = []
     for n in sizes:
         prob = Problem(n, n, n)
         rows = []
@@ -35,16 +70,19 @@ for kernel, sizes in SERIES.items():
             ops = job.checker.operands(prob)
             try:   # a failing repetition is reported as such; the process goes on
                 check_problem(job, prob, ops, rec)
-                time_problem(job, prob, ops, rec)
+                (time_alone if ALONE else time_problem)(job, prob, ops, rec)
                 k, b = rec.get("kernel_time") or {}, rec.get("baseline_time") or {}
-                med = lambda m: median(m["samples_s"]) if m.get("samples_s") else None
                 rows.append({"status": rec["status"], "a": int(ops.a), "out": int(ops.out),
-                             "kernel": [med(k), k.get("batch"), len(k.get("samples_s") or [])],
-                             "cublas": [med(b), b.get("batch"), len(b.get("samples_s") or [])]})
+                             "kernel": summary(k), "cublas": summary(b)})
             except Exception as exc:
                 rows.append({"status": "error", "error": f"{type(exc).__name__}: {exc}"[:300]})
             finally:
-                ops.free()
+                if KEEP:
+                    kept.append(ops)
+                else:
+                    ops.free()
         out["series"][f"{kernel}@{n}"] = rows
+    for ops in kept:
+        ops.free()
     job.close()
 print("PROBE " + json.dumps(out), flush=True)
