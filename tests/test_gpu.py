@@ -315,3 +315,28 @@ def test_tma_parameters_reach_the_kernel(checker):
     assert got[:32].tobytes() == maps[0] + maps[1]
     f32 = lambda x: int(np.float32(x).view(np.uint32))
     assert [int(x) for x in got[32:40]] == [300, 200, 64, f32(1.5), a, b, f32(-0.25), int(out)]
+
+
+def test_timing_spreads_over_operand_sets(gpu):
+    """A policy of several operand sets (CONFIRM's way) times each set in turn and pools the
+    samples, kernel and baseline paired within each set (gemm.measure.worker.time_problem)."""
+    from dataclasses import replace
+
+    from gemm.core.policy import SUITE
+    from gemm.measure.worker import Job, time_problem
+    pol = replace(SUITE, allocations=3, min_samples=3, min_time_s=0.001, max_samples=6,
+                  warmup_s=0.001)
+    job = Job({"kernel": "05", "policy": pol.as_dict()})
+    prob = Problem(512, 512, 512)
+    rec = job.record(prob)
+    ops = job.checker.operands(prob)
+    try:
+        time_problem(job, prob, ops, rec)
+    finally:
+        ops.free()
+        job.close()
+    k, b = rec["kernel_time"], rec["baseline_time"]
+    assert rec["status"] == "ok", rec.get("error")
+    assert len(k["per_set"]) == len(b["per_set"]) == 3
+    assert all(s["samples"] >= 3 for s in k["per_set"])
+    assert len(k["samples_s"]) == len(b["samples_s"]) == sum(s["samples"] for s in k["per_set"])

@@ -62,8 +62,43 @@ def test_suite_and_confirm_differ_only_in_the_stop_rule():
     stop = {"min_samples", "min_time_s", "max_noise", "max_time_s", "min_samples_capped",
             "max_samples"}
     a, b = SUITE.as_dict(), CONFIRM.as_dict()
-    assert {k for k in a if a[k] != b[k]} <= stop
-    assert CONFIRM.min_samples >= 30 > SUITE.min_samples   # the A/B takes more per process
+    assert {k for k in a | b if a.get(k) != b.get(k)} <= stop | {"allocations"}
+    # the A/B takes more per process, over several operand placements
+    assert CONFIRM.allocations * CONFIRM.min_samples >= 30 > SUITE.min_samples
+    assert CONFIRM.allocations > 1 == SUITE.allocations
     assert named("confirm", "cold") == Policy(**{**b, "mode": "cold"})
     with pytest.raises(ValueError, match="unknown policy 'fast'"):
         named("fast")
+
+
+def test_a_field_added_at_its_neutral_value_keeps_the_fingerprint():
+    """allocations=1 measures as before the field existed: left out of as_dict (so out of
+    every benchmark version); any other value is in it."""
+    from gemm.core import metrics
+    assert "allocations" not in Policy().as_dict()
+    assert Policy(allocations=3).as_dict()["allocations"] == 3
+    assert Policy(**Policy(allocations=3).as_dict()) == Policy(allocations=3)   # round trip
+    assert (metrics.version(metrics.TFLOPS, Policy(allocations=1))
+            != metrics.version(metrics.TFLOPS, Policy(allocations=2)))
+    with pytest.raises(ValueError, match="allocations"):
+        Policy(allocations=0)
+
+
+def test_operand_sets_pool_paired_within_each_set():
+    from gemm.measure.worker import pool
+
+    def m(samples, batch=4):
+        return Measurement(samples_s=list(samples), clocks_mhz=[1980] * len(samples),
+                           batch=batch, gpu_time_s=sum(samples) * batch, graph=True)
+    one = {"kernel": m([1.0, 1.1]), "baseline": m([2.0])}
+    assert pool([one]) is one                               # one set: as measured
+    got = pool([{"kernel": m([1.0, 1.1, 1.2]), "baseline": m([2.0, 2.1])},
+                {"kernel": m([1.5]), "baseline": m([2.5, 2.6, 2.7], batch=2)}])
+    assert got["kernel"].samples_s == [1.0, 1.1, 1.5]       # cut to the pairs of each set
+    assert got["baseline"].samples_s == [2.0, 2.1, 2.5]
+    assert len(got["kernel"].clocks_mhz) == 3
+    assert got["baseline"].gpu_time_s == pytest.approx((2.0 + 2.1) * 4 + (2.5 + 2.6 + 2.7) * 2)
+    assert [s["batch"] for s in got["baseline"].per_set] == [4, 2]
+    assert [s["samples"] for s in got["kernel"].per_set] == [2, 1]
+    alone = pool([{"baseline": m([1.0, 2.0, 3.0])}, {"baseline": m([4.0])}])
+    assert alone["baseline"].samples_s == [1.0, 2.0, 3.0, 4.0]   # nothing to pair with

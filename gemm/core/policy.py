@@ -8,7 +8,13 @@ size. `cold`: each sample is one launch after a memset that evicts the L2 (2x it
 Functions are sampled in turn (kernel, cuBLAS, kernel, ...) so slow drifts hit both alike. A
 function stops once it has `min_samples` samples and `min_time_s` of GPU time and the samples'
 robust relative spread is under `max_noise`, or at `max_time_s` (with at least
-`min_samples_capped`). The SM clock is read through NVML after every sample; samples under
+`min_samples_capped`). With `allocations` > 1 a problem is timed on that many operand sets
+in turn, each freshly allocated while the earlier ones are held (so each lands elsewhere in
+device memory), each under the whole stop rule; the samples are pooled (kernel and baseline
+paired within an operand set). Where the placement of the operands moves a kernel's speed
+(07 at 2048: about 0.6 % slower on 10-20 % of placements, docs/probes/), one placement per
+process makes a heavy-tailed process-to-process spread; the pooled median of several is
+slow only when most of them are. The SM clock is read through NVML after every sample; samples under
 `throttle_fraction` of the maximum clock are dropped as throttled (and counted). Timed operands
 come from `timing_seed`. Every field is part of the benchmark version (gemm.core.metrics).
 Two policies differ only in the stop rule: SUITE, what the per-commit record measures, and
@@ -37,6 +43,7 @@ class Policy:
     throttle_fraction: float = 0.75
     batching: str = "graph"        # hot batches replayed from a CUDA graph, or "direct" launches
     timing_seed: int = 20261130    # timed operands are fixed: data values move power and clocks
+    allocations: int = 1           # operand sets timed in turn, each under the stop rule above
 
     def __post_init__(self) -> None:
         if self.mode not in ("hot", "cold"):
@@ -45,9 +52,17 @@ class Policy:
             raise ValueError(f"batching must be 'graph' or 'direct', got {self.batching!r}")
         if self.min_samples < 1 or self.min_samples_capped < 1 or self.max_samples < self.min_samples:
             raise ValueError("sample counts must be positive and max_samples >= min_samples")
+        if self.allocations < 1:
+            raise ValueError(f"allocations must be at least 1, got {self.allocations}")
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields, less those added later that hold the value which measures as before
+        (NEUTRAL): adding a field must not restart every series, changing it must."""
+        return {k: v for k, v in asdict(self).items() if NEUTRAL.get(k, object()) != v}
+
+
+# fields added after series were recorded, and the value that measures as those series did
+NEUTRAL = {"allocations": 1}
 
 
 @dataclass
@@ -58,6 +73,7 @@ class Measurement:
     throttled: int = 0
     gpu_time_s: float = 0.0
     graph: bool = False                              # batch replayed from a CUDA graph
+    per_set: list = field(default_factory=list)      # per operand set, when several (pooled)
 
     @property
     def median_s(self) -> float:
@@ -96,12 +112,16 @@ def batch_size(p: Policy, launch_s: float) -> int:
 # value moves between processes mostly by its own offset (0.1-0.2 %), which more samples do
 # not shrink, so the screen loses little. New policy, new benchmark versions: series restart.
 SUITE = Policy()
-# The gate's A/B and `gemm calibrate` (gemm.track): the same measurement with a longer stop
-# rule, at least 30 samples per function. Where one launch is long (8192: ~26 ms, one launch
-# per sample) the record's 10 samples leave the median's own sampling error (~0.15 %) as the
-# A/B's main noise; 30 cut it by about sqrt(3) for under a second per process, while an A/B
-# round's cost is mostly process start-up. The calibration is made under this policy.
-CONFIRM = replace(SUITE, min_samples=30, max_samples=100, max_time_s=3.0)
+# The gate's A/B and `gemm calibrate` (gemm.track): the same measurement, more of it per
+# process. Where one launch is long (8192: ~26 ms, one launch per sample) the record's 10
+# samples leave the median's own sampling error as the A/B's main noise: at least 30 samples
+# (b570c37's CONFIRM) cut 07@8192's A/A sd from 0.23 % to 0.16 %. That A/A also showed 07@2048
+# bimodal (6 of 29 processes ~0.65 % slow), and the probe of 6a40224 (docs/probes/) found the
+# slow state per operand placement, not per process, and not made by timing cuBLAS in turn.
+# So the 30 samples are spread over 5 placements (6 each, or 0.05 s): a process is slow there
+# only when 3 of its 5 placements are. The calibration is made under this policy.
+CONFIRM = replace(SUITE, allocations=5, min_samples=6, min_time_s=0.05, max_samples=20,
+                  max_time_s=0.6)
 POLICIES = {"suite": SUITE, "confirm": CONFIRM}
 
 

@@ -17,8 +17,9 @@ import sys
 import time
 import traceback
 
-from ..core.policy import Policy
+from ..core.policy import Measurement, Policy
 from ..core.problem import Problem
+from ..core.stats import median
 
 TAG = "@@RESULT "
 INFO_TAG = "@@INFO "
@@ -159,28 +160,70 @@ def _with_delay(job: Job, launch, ops, rec: dict, share: float, source: str):
 
 
 def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
-    """Fixed-seed operands, beta = 0; kernel and baseline sampled in turn under the policy."""
+    """Fixed-seed operands, beta = 0; kernel and baseline sampled in turn under the policy, on
+    `policy.allocations` operand sets: `ops` first, then each further set freshly allocated
+    while the earlier ones are held, so that it lands elsewhere in device memory. The sets'
+    samples are pooled (gemm.core.policy)."""
     from ..core.faults import delay_share
+    launch = None if job.alone else job.kernel.launcher(prob)
+    fault = None if job.alone else delay_share(job.spec)
+    sets, parts = [ops], []
+    try:
+        for i in range(job.policy.allocations):
+            if i:   # made from the timing seed
+                sets.append(job.checker.operands(prob, seed=job.policy.timing_seed))
+            else:   # the checked operands, refilled from it
+                ops.fill(job.checker.support, prob, job.policy.timing_seed)
+            cur = sets[-1]
+            if fault and i == 0:
+                launch = _with_delay(job, launch, cur, rec, *fault)
+            fns = {"baseline": (job.baseline.launcher(prob), cur.c)}
+            if launch is not None:
+                fns = {"kernel": (launch, cur.out), **fns}
+            parts.append(_time_set(job, fns, cur))
+    finally:
+        for extra in sets[1:]:
+            extra.free()
+    pooled = pool(parts)
+    for k, m in pooled.items():
+        rec[f"{k}_time"] = m.as_dict()
+    if not all(m.samples_s for m in pooled.values()):
+        rec.update(status="throttled", error="every sample ran under the clock floor")
+
+
+def _time_set(job: Job, fns: dict, ops) -> dict:
     from .timer import Timer
-    ops.fill(job.checker.support, prob, job.policy.timing_seed)
-    fns = {"baseline": (job.baseline.launcher(prob), ops.c)}
-    if not job.alone:
-        launch = job.kernel.launcher(prob)
-        fault = delay_share(job.spec)
-        if fault:
-            launch = _with_delay(job, launch, ops, rec, *fault)
-        fns = {"kernel": (launch, ops.out), **fns}
     timer = Timer(job.policy, job.stream, job.clocks, job.info.max_sm_clock_mhz,
                   job.info.l2_bytes)
     try:
-        res = timer.measure({k: (lambda f=f, out=out: f(ops.a, ops.b, out, job.stream))
-                             for k, (f, out) in fns.items()})
+        return timer.measure({k: (lambda f=f, out=out: f(ops.a, ops.b, out, job.stream))
+                              for k, (f, out) in fns.items()})
     finally:
         timer.close()
-    for k, m in res.items():
-        rec[f"{k}_time"] = m.as_dict()
-    if not all(m.samples_s for m in res.values()):
-        rec.update(status="throttled", error="every sample ran under the clock floor")
+
+
+def pool(parts: list[dict]) -> dict:
+    """One Measurement per function from the per-operand-set ones (in set order): samples and
+    clock readings concatenated, kernel and baseline cut to the same count within each set (so
+    the i-th samples of both stay neighbours in time, as % of cuBLAS pairs them), GPU time and
+    throttled counts summed; `per_set` keeps each set's batch, sample count and median. One
+    set: that set's Measurement as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    out = {k: Measurement(batch=parts[0][k].batch, graph=parts[0][k].graph) for k in parts[0]}
+    for part in parts:
+        n = min(len(m.samples_s) for m in part.values())
+        for k, m in part.items():
+            o = out[k]
+            keep = n if len(part) > 1 else len(m.samples_s)
+            o.samples_s += m.samples_s[:keep]
+            o.clocks_mhz += m.clocks_mhz[:keep]
+            o.gpu_time_s += m.gpu_time_s
+            o.throttled += m.throttled
+            o.graph = o.graph and m.graph
+            o.per_set.append({"batch": m.batch, "samples": keep,
+                              "median_s": median(m.samples_s[:keep]) if keep else None})
+    return out
 
 
 def _context_alive(job: Job) -> bool:
