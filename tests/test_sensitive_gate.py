@@ -7,6 +7,7 @@ noise, a drift of the machine, an injected delay read from GEMM_INJECT_DELAY):
   anchor (explicit, tag, file; drift across commits; change points naming the commits),
   `gemm calibrate` end to end, and the gate's verdict page."""
 import json
+import math
 import shutil
 import time
 
@@ -14,6 +15,7 @@ import pytest
 
 from gemm.cli import main as cli_main
 from gemm.track import anchor, calibration, decision
+from gemm.track.gate import GateConfig
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import ARGS, commit_package, git, new_repo
 
@@ -207,6 +209,32 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     assert "unreadable" in calibration.load(root, "h200")[1]
 
 
+def test_the_prior_is_the_robust_sd_of_the_aa_values(tmp_path):
+    """A few A/A processes on a slow operand placement (07 at 2048) inflate the sd; the gate's
+    prior is the robust sd of the values (1.4826 MAD of the logs), the sd where the file keeps
+    no values or the values have no spread to speak of. Its dof stay the row's."""
+    from gemm.core.policy import SUITE
+    bulk = [40.0 * (1 + 0.001 * x) for x in (-1.0, -0.5, 0.0, 0.5, 1.0, -0.7, 0.3, 0.8, -0.2, 0.1)]
+    tail = bulk + [40.0 * 0.994, 40.0 * 0.9935]               # two processes ~0.6 % slow
+    sd = math.sqrt(sum((math.log(v) - sum(map(math.log, tail)) / 12) ** 2 for v in tail) / 11)
+    root = tmp_path / "calibration"
+    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
+        {"kernel": "07", "size": "2048", "metric": "tflops", "sigma": sd, "dof": 11,
+         "values": tail},
+        {"kernel": "09", "size": "2048", "metric": "tflops", "sigma": 0.002, "dof": 4},
+        {"kernel": "05", "size": "2048", "metric": "tflops", "sigma": 0.001, "dof": 3,
+         "values": [30.0] * 4}]})
+    cal, why = calibration.load(root, "h200")
+    p07 = cal.prior("07", "2048", "tflops")
+    assert why == "" and p07.dof == 11
+    assert 0.0004 < p07.sigma < 0.5 * sd       # the bulk's spread, not the tail's
+    assert p07.sigma == pytest.approx(calibration.robust_sd(tail))
+    assert cal.prior("09", "2048", "tflops") == decision.Noise(0.002, 4)     # no values kept
+    assert cal.prior("05", "2048", "tflops") == decision.Noise(0.001, 3)     # no spread: the sd
+    # the record's policy is not the A/B's: a calibration is made under CONFIRM
+    assert "stale" in calibration.load(root, "h200", policy=SUITE)[1]
+
+
 def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
     shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
     slow = commit(repo, 29.7, "slower")
@@ -365,7 +393,7 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
                      "--sizes", "4096", "--processes", "3", "--trials", "0", "--max-rounds", "3",
                      "--out", str(out_dir)]) == 0
     doc = calibration.load(out_dir, "h200")[0].doc
-    assert doc["trials"] == 2 and doc["gate"]["max_rounds"] == 5
+    assert doc["trials"] == 2 and doc["gate"]["max_rounds"] == GateConfig().max_rounds
     # a run cut short before its first trial ends leaves the file's table as it was
     import gemm.track.calibrate
 
@@ -469,7 +497,7 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
     prior = decision.Noise(0.0005, 29)
     keys = [(k, "4096", m) for k in ("05", "09") for m in calibrate.METRICS]
     raw: dict = {}
-    got = calibrate.trial(".", ["05", "09"], ["4096"], [0.005, 0.03], GateConfig(),
+    got = calibrate.trial(".", ["05", "09"], ["4096"], [0.005, 0.03], GateConfig(max_rounds=5),
                           {k: prior for k in keys}, lambda s: None, values=raw)
     # each decision keeps the per-process values it was made on: the 3 % share its one round,
     # the 0.5 % share all five
@@ -487,7 +515,7 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
 
 def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=None, **over):
     from gemm.track.gate import GateConfig
-    g = GateConfig()
+    g = GateConfig(max_rounds=5)
     gate = gate or {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
                     "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
     det = [{"trial": t, "id": f"{d.name}-{t}", "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
@@ -591,14 +619,14 @@ def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
     prior = {("09", "4096", m): decision.Noise(0.0005, 29) for m in calibrate.METRICS}
     stopped = {}
-    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=180.0), prior,
+    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=180.0, max_rounds=5), prior,
                           lambda s: None, stopped=stopped, clock=lambda: now[0])
     e = got[("09", "4096", "tflops", 0.005)]
     # round 1 spends 2 x 60 s = 120 s: a second round starts; after it, 240 s: no third
     assert e.verdict == decision.AMBIGUOUS and e.n_new == 4
     assert stopped[("09", "4096", "tflops", 0.005)] == "budget"
     stopped.clear()
-    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=1e6), prior,
+    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=1e6, max_rounds=5), prior,
                           lambda s: None, stopped=stopped, clock=lambda: now[0])
     assert got[("09", "4096", "tflops", 0.005)].n_new == 10
     assert stopped[("09", "4096", "tflops", 0.005)] == "cap"

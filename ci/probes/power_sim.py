@@ -7,11 +7,12 @@ replacement) from one series' A/A log values, the new ones moved by log(1 - shar
 after each round by gemm.track.decision.effect_rounds with the calibrated prior, at the
 gate's level and a family like a calibration trial's (18 series x 5 looks x 2), stopped at a
 verdict or at ROUNDS (the cap or the time budget). Reports P(DROP) per share (share 0: the
-false-alarm rate) for the prior as calibrated (sd) and, for comparison, with the robust sd
-(1.4826 MAD) as the prior.
+false-alarm rate) with the sd as the prior and with the robust sd (1.4826 MAD), which the
+gate takes since 2026-11-30 (gemm.track.calibration.prior_sigma).
 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
-Environment: ROUNDS (default 3 5), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
+Environment: ROUNDS (default 3 5), MAX_ROUNDS (the cap the family is counted with; default
+the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
 series of 05, 07, 09 at 2048-8192), SEED.
 """
 import json
@@ -51,13 +52,15 @@ def main(argv):
     trials = int(argv[1]) if len(argv) > 1 else 400
     doc = json.load(open(path))
     cfg = GateConfig()
-    family = 18 * (cfg.max_rounds - cfg.min_rounds + 1) * 2
+    cap = int(os.environ.get("MAX_ROUNDS", cfg.max_rounds))   # the gate's cap sets the family
+    family = 18 * (cap - cfg.min_rounds + 1) * 2
     rounds_list = [int(x) for x in os.environ.get("ROUNDS", "3 5").split()]
     shares = [float(x) for x in os.environ.get("SHARES", "0 0.005 0.01 0.02").split()]
     want = os.environ.get("SERIES", "").split()
     rng = random.Random(int(os.environ.get("SEED", "1")))
     print(f"{path}: {trials} simulated A/Bs per cell; family {family}; alpha {cfg.alpha}; "
-          f"P(DROP) per share, with the prior as calibrated (sd) | with the robust sd")
+          f"P(DROP) per share, with the sd as the prior | with the robust sd (the gate's prior "
+          f"since 2026-11-30)")
     head = "series    sd %  rob %  rounds  " + "  ".join(
         f"{100 * s:>5.1f} % sd |   rob" for s in shares)
     print(head)
