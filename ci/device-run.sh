@@ -24,7 +24,10 @@
 #               "field=value,..." of gemm/core/policy.py's Policy, or "today"), each on a
 #               throwaway commit (ci/policy_candidate.py): the A/A noise of PS_ARGS (default:
 #               10 processes of 05, 07, 09 at 1024-8192; PS_TIMEOUT_S) and gemm bench's sweep
-#               time under it (PS_BENCH_TIMEOUT_S); put "today" first as the control
+#               time under it (PS_BENCH_TIMEOUT_S); put "today" first as the control. The A/A
+#               goes through the A/B's path, so it measures the tree's CONFIRM, which sets
+#               its own stop rule and operand sets: a candidate of those fields shows in the
+#               bench time only
 #   drift       the gate's drift test: DRIFT_STEPS throwaway commits on HEAD, each adding
 #               DRIFT_SHARE to kernel DRIFT_K's injected delay (registry inject_delay), each
 #               recorded (-b) into a scratch copy of the history and gated with HEAD as the

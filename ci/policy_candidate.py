@@ -11,7 +11,10 @@ Prints the resulting policy as JSON.
 Why a rewrite and not an option: the policy is part of every series' benchmark version, so
 the suite has no switch for it on purpose. A candidate is measured as a commit of its own (its
 own fingerprint), by `gemm calibrate --repo TREE` and `gemm bench` in TREE, never recorded into
-the history.
+the history. The rewrite changes the dataclass defaults, so SUITE's; CONFIRM (the A/B's and
+the calibration's policy) is derived from SUITE but sets its own stop rule and operand sets,
+so a candidate of those fields changes what `gemm bench` spends, not the A/A the study
+measures through the A/B's path.
 """
 from __future__ import annotations
 

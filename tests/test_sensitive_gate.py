@@ -7,7 +7,6 @@ noise, a drift of the machine, an injected delay read from GEMM_INJECT_DELAY):
   anchor (explicit, tag, file; drift across commits; change points naming the commits),
   `gemm calibrate` end to end, and the gate's verdict page."""
 import json
-import math
 import shutil
 import time
 
@@ -209,28 +208,26 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     assert "unreadable" in calibration.load(root, "h200")[1]
 
 
-def test_the_prior_is_the_robust_sd_of_the_aa_values(tmp_path):
+def test_the_prior_is_the_calibrated_sd_a_tail_included(tmp_path):
     """A few A/A processes on a slow operand placement (07 at 2048) inflate the sd; the gate's
-    prior is the robust sd of the values (1.4826 MAD of the logs), the sd where the file keeps
-    no values or the values have no spread to speak of. Its dof stay the row's."""
+    prior is that sd with its degrees of freedom, the tail included (a robust sd given the
+    same degrees of freedom would overstate what the values tell: ci/probes/power_sim.py).
+    The robust sd is what `gemm show` prints beside it."""
     from gemm.core.policy import SUITE
+    from gemm.track.calibrate import sigma_of, tail_of
     bulk = [40.0 * (1 + 0.001 * x) for x in (-1.0, -0.5, 0.0, 0.5, 1.0, -0.7, 0.3, 0.8, -0.2, 0.1)]
     tail = bulk + [40.0 * 0.994, 40.0 * 0.9935]               # two processes ~0.6 % slow
-    sd = math.sqrt(sum((math.log(v) - sum(map(math.log, tail)) / 12) ** 2 for v in tail) / 11)
+    sd, dof = sigma_of(tail)
     root = tmp_path / "calibration"
     calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
-        {"kernel": "07", "size": "2048", "metric": "tflops", "sigma": sd, "dof": 11,
-         "values": tail},
-        {"kernel": "09", "size": "2048", "metric": "tflops", "sigma": 0.002, "dof": 4},
-        {"kernel": "05", "size": "2048", "metric": "tflops", "sigma": 0.001, "dof": 3,
-         "values": [30.0] * 4}]})
+        {"kernel": "07", "size": "2048", "metric": "tflops", "sigma": sd, "dof": dof,
+         "values": tail}]})
     cal, why = calibration.load(root, "h200")
-    p07 = cal.prior("07", "2048", "tflops")
-    assert why == "" and p07.dof == 11
-    assert 0.0004 < p07.sigma < 0.5 * sd       # the bulk's spread, not the tail's
-    assert p07.sigma == pytest.approx(calibration.robust_sd(tail))
-    assert cal.prior("09", "2048", "tflops") == decision.Noise(0.002, 4)     # no values kept
-    assert cal.prior("05", "2048", "tflops") == decision.Noise(0.001, 3)     # no spread: the sd
+    assert why == "" and cal.prior("07", "2048", "tflops") == decision.Noise(sd, 11)
+    robust, beyond = tail_of(tail)
+    assert robust == pytest.approx(calibration.robust_sd(tail)) and 0.0004 < robust < 0.5 * sd
+    assert beyond == 2                                          # the two slow processes
+    assert calibration.robust_sd([30.0, 31.0]) is None          # under 3 values
     # the record's policy is not the A/B's: a calibration is made under CONFIRM
     assert "stale" in calibration.load(root, "h200", policy=SUITE)[1]
 

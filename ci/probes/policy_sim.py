@@ -4,7 +4,9 @@ rule would have cost on recorded samples. Every timed function of the given swee
 gemm.core.policy's own stop rule (Measurement.done) under each candidate: its recorded samples
 are fed in order until the rule stops; the GPU time spent (samples x batch) plus the warm-up
 is summed. A candidate that would need more samples than were recorded is charged at the
-rate of the first sample and counted as "extrapolated".
+rate of the first sample and counted as "extrapolated". A policy of several operand sets
+(`allocations`) is charged that many times one set's cost (an approximation: the recorded
+samples are replayed as one stream, whatever sets they came from).
 
     python3 ci/probes/policy_sim.py SWEEP_DIR ["field=value,..." ...]
 
@@ -14,7 +16,7 @@ import glob
 import json
 import os
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from gemm.core.policy import CONFIRM, SUITE, Measurement, Policy  # noqa: E402
@@ -38,10 +40,11 @@ def main(argv) -> int:
     if not docs:
         print(f"no sweep-*.json in {argv[0]}", file=sys.stderr)
         return 2
-    cands = [("recorded", Policy(**docs[0]["policy"])), ("SUITE", SUITE), ("CONFIRM", CONFIRM)]
+    cands = [("recorded", Policy.from_dict(docs[0]["policy"])), ("SUITE", SUITE),
+             ("CONFIRM", CONFIRM)]
+    kinds = {f.name: type(getattr(SUITE, f.name)) for f in fields(Policy)}
     for spec in argv[1:]:
         kv = dict(x.split("=", 1) for x in spec.split(","))
-        kinds = {k: type(v) for k, v in SUITE.as_dict().items()}
         cands.append((spec, replace(SUITE, **{k: kinds[k](v) for k, v in kv.items()})))
     print(f"{len(docs)} sweeps; GPU seconds the stop rule spends (timing only, no start-up)")
     for name, p in cands:
@@ -52,6 +55,7 @@ def main(argv) -> int:
                     m = r.get(key)
                     if m and m.get("samples_s"):
                         t, x = cost(m, p)
+                        t *= p.allocations     # each operand set under the whole rule
                         total, extra, n = total + t, extra + x, n + 1
         print(f"  {name:<40} {total:7.1f} s over {n} functions ({extra} extrapolated)")
     return 0

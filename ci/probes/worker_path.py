@@ -17,7 +17,8 @@ each repetition's operands alive, so the next one lands elsewhere in device memo
 it would likely get the same memory back). ALONE=1 times the kernel alone, without cuBLAS
 sampled in turn (the check still runs both): is the slow state made by the interleaving
 (cuBLAS's own operands evicting the kernel's from the L2 between samples)? Each timing also
-reports its mean SM clock.
+reports its mean SM clock. (ALONE times one operand set, whatever the policy's
+`allocations`; the interleaved path is the worker's own and times them all.)
 """
 import json
 import os

@@ -343,7 +343,6 @@ def cmd_calibrate(args) -> int:
 def _print_noise(doc: dict) -> None:
     """The A/A noise table of a calibration document (gemm calibrate, gemm show)."""
     from ..track.calibrate import tail_of
-    from ..track.calibration import prior_sigma
     from ..track.decision import rounds_needed
     from ..track.gate import GateConfig as G
     from .tables import table
@@ -353,13 +352,13 @@ def _print_noise(doc: dict) -> None:
           f"processes, {str(doc.get('date'))[:10]}; a row's processes: its dof + 1): sd of one "
           f"process's value.\n"
           f"robust sd: 1.4826 MAD; tail: processes beyond 4 robust sds (an sd well above the "
-          f"robust sd means a few processes ran apart; the gate's prior is the robust sd).\n"
+          f"robust sd means a few processes ran apart).\n"
           f"rounds: A B B A rounds for the gate to call its minimum effect a DROP with 99 % "
           f"power (20 comparisons; the gate stops at {g.max_rounds}).")
     try:
         import scipy  # noqa: F401  (rounds_needed's t quantiles; the track extra)
-        rounds = lambda r: rounds_needed(prior_sigma(r), g.effect_for(r["size"]), g.alpha,  # noqa: E731
-                                         fam, prior_dof=r["dof"])
+        rounds = lambda r: rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,  # noqa: E731
+                                         prior_dof=r["dof"])
     except ImportError:
         print("(rounds: '-', scipy is not installed here: pip install 'gemm[track]')")
         rounds = lambda r: "-"  # noqa: E731

@@ -16,9 +16,10 @@ paired within an operand set). Where the placement of the operands moves a kerne
 process makes a heavy-tailed process-to-process spread; the pooled median of several is
 slow only when most of them are. The SM clock is read through NVML after every sample; samples under
 `throttle_fraction` of the maximum clock are dropped as throttled (and counted). Timed operands
-come from `timing_seed`. Every field is part of the benchmark version (gemm.core.metrics).
-Two policies differ only in the stop rule: SUITE, what the per-commit record measures, and
-CONFIRM, what the gate's A/B and the calibration measure (more samples per process).
+come from `timing_seed`. Every field is part of the benchmark version (gemm.core.metrics),
+except one added later while it holds the value that measures as before (NEUTRAL). Two
+policies: SUITE, what the per-commit record measures, and CONFIRM, what the gate's A/B and the
+calibration measure (another stop rule, and several operand sets per problem).
 """
 from __future__ import annotations
 
@@ -59,6 +60,12 @@ class Policy:
         """The fields, less those added later that hold the value which measures as before
         (NEUTRAL): adding a field must not restart every series, changing it must."""
         return {k: v for k, v in asdict(self).items() if NEUTRAL.get(k, object()) != v}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Policy":
+        """The inverse of as_dict: a field it left out holds its NEUTRAL value (whatever the
+        class's default)."""
+        return cls(**{**NEUTRAL, **d})
 
 
 # fields added after series were recorded, and the value that measures as those series did
@@ -118,8 +125,9 @@ SUITE = Policy()
 # (b570c37's CONFIRM) cut 07@8192's A/A sd from 0.23 % to 0.16 %. That A/A also showed 07@2048
 # bimodal (6 of 29 processes ~0.65 % slow), and the probe of 6a40224 (docs/probes/) found the
 # slow state per operand placement, not per process, and not made by timing cuBLAS in turn.
-# So the 30 samples are spread over 5 placements (6 each, or 0.05 s): a process is slow there
-# only when 3 of its 5 placements are. The calibration is made under this policy.
+# So the 30 samples are spread over 5 placements (each at least 6 samples and 0.05 s): a
+# process is slow there only when 3 of its 5 placements are. The calibration is made under
+# this policy.
 CONFIRM = replace(SUITE, allocations=5, min_samples=6, min_time_s=0.05, max_samples=20,
                   max_time_s=0.6)
 POLICIES = {"suite": SUITE, "confirm": CONFIRM}

@@ -63,7 +63,7 @@ class Job:
         self.drv = device.cuda()
         self.info = device.info()
         lap("context")
-        self.policy = Policy(**job.get("policy", {}))
+        self.policy = Policy.from_dict(job.get("policy", {}))
         self.ab_pairs = [tuple(x) for x in job.get("ab", [[1.0, 0.0]])]
         self.time = job.get("time", True)
         self.stream = self.drv.Stream()
@@ -181,9 +181,12 @@ def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
             if launch is not None:
                 fns = {"kernel": (launch, cur.out), **fns}
             parts.append(_time_set(job, fns, cur))
-    finally:
+    finally:   # a failing free must not hide the error that brought us here
         for extra in sets[1:]:
-            extra.free()
+            try:
+                extra.free()
+            except Exception:
+                pass
     pooled = pool(parts)
     for k, m in pooled.items():
         rec[f"{k}_time"] = m.as_dict()

@@ -15,7 +15,9 @@ entry point existed are measured with LEGACY_MEASURE, which uses the names those
 (and computes % of cuBLAS from their samples with today's paired formula). Each arm measures
 under its tree's CONFIRM policy (`gemm measure --policy confirm`, more samples per process than
 the per-commit record), which the calibration was made under; a tree from before CONFIRM
-existed (2026-11-30) has only its suite policy and is measured under that.
+existed (2026-11-30) has only its suite policy and is measured under that. Two trees whose
+CONFIRM differ (across 8a5f5c3, which spread it over 5 operand sets) compare their policies as
+well as their code; the anchor is kept at a commit with the current one.
 """
 from __future__ import annotations
 

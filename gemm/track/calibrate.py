@@ -3,8 +3,8 @@
 1. Noise (A/A): `processes` processes of this tree's code measure every kernel x size, each
    through the A/B's own path (gemm.track.abtest.measure: `python -m gemm measure`, one
    process per kernel). Per series: sigma = the standard deviation of the log values over
-   processes, with processes - 1 degrees of freedom, and the values themselves; the gate's
-   prior is their robust sd with those degrees of freedom (gemm.track.calibration.prior_sigma).
+   processes, with processes - 1 degrees of freedom: the prior the gate pools into its A/B
+   (the values themselves are kept too).
 2. Detection (fault injection, gemm.core.faults): for the injected kernels x sizes, `trials`
    A/Bs of this code against itself slowed by each share in `shares` (a delay kernel after
    every launch). Each trial is the gate's procedure: palindromic rounds (R S1 S2 .. S2 S1 R:
@@ -219,8 +219,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     base["gate"] = gate
     cal = calibration.Calibration(machine, base.get("gpu_name"), "")
     for r in rows:
-        cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(
-            calibration.prior_sigma(r), r["dof"])
+        cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(r["sigma"], r["dof"])
     # the file's detection table stays until a new trial replaces it (or joins it)
     keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary", "gate")
             if old is not None and k in old.doc}

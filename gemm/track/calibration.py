@@ -3,7 +3,7 @@ of the same code on this GPU (A/A), and what the A/B detects here (injected dela
 
 Written by `gemm calibrate` (gemm.track.calibrate) to calibration/<machine>.json, committed
 beside results/; read by the gate, which pools each series' sigma (its robust sd, with its
-degrees of freedom: prior_sigma) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
+degrees of freedom) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
 made for this asv machine, on a GPU of the same name, under the A/B's measurement policy (CONFIRM), and
 is younger than MAX_AGE_DAYS; otherwise the gate says why and decides from the rounds' own
 spread alone (wider intervals: more rounds, more UNRESOLVED).
@@ -36,18 +36,6 @@ def robust_sd(values) -> float | None:
     """1.4826 MAD of a series' log process values (failed processes left out); None under 3."""
     logs = [math.log(v) for v in values or [] if v is not None and v > 0]
     return stats.robust_sigma(logs) if len(logs) >= 3 else None
-
-
-def prior_sigma(row: dict) -> float:
-    """The sd the gate takes as a series' calibrated noise: the robust sd of its A/A values
-    where the row keeps them, else its sd. The A/A of 8a5f5c3 had 2 of 25 processes of 07 at
-    2048 on a slow operand placement (~0.6 %); their sd (0.21 %, robust 0.14 %) would widen
-    every interval of that series, and resampling those same 25 values through the rule
-    (ci/probes/power_sim.py) gave P(DROP) at +1 % of 0.91 with the sd and 0.995 with the
-    robust sd by 8 rounds, and no DROP in 4000 A/Bs of no change with either. A slow process
-    in an A/B still counts: the rounds' own spread is pooled in (gemm.track.decision)."""
-    r = robust_sd(row.get("values"))
-    return r if r is not None and r > 0 else float(row["sigma"])
 
 
 def path_for(root, machine: str) -> Path:
@@ -134,7 +122,7 @@ def load(root, machine: str, gpu_name: str | None = None, policy=CONFIRM,
     cal = Calibration(machine, doc.get("gpu_name"), doc["date"], doc=doc)
     for r in doc.get("noise", []):
         try:
-            cal.noise[(r["kernel"], r["size"], r["metric"])] = Noise(prior_sigma(r), int(r["dof"]))
+            cal.noise[(r["kernel"], r["size"], r["metric"])] = Noise(float(r["sigma"]), int(r["dof"]))
         except (KeyError, TypeError, ValueError):
             continue
     return cal, ""

@@ -55,8 +55,8 @@ class GateConfig:
     min_effect: dict = field(default_factory=lambda: dict(MIN_EFFECT))
     alpha: float = 1e-3          # family-wise error rate of one commit's A/B
     min_rounds: int = 1          # A B B A rounds before the first decision
-    max_rounds: int = 8          # then UNRESOLVED (5 until 2026-11-30: power_sim.py gave
-                                 # 07@2048 at +1 % 0.93 by 5 rounds, 0.995 by 8)
+    max_rounds: int = 8          # then UNRESOLVED (5 until 2026-11-30; ci/probes/power_sim.py
+                                 # on 8a5f5c3's A/A: 07@2048 at +1 % 0.45 by 5 rounds, 0.91 by 8)
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
     budget_s: float = 180.0      # A/B wall time; no new round starts past it
