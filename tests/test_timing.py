@@ -109,3 +109,60 @@ def test_operand_sets_pool_paired_within_each_set():
     assert [s["samples"] for s in got["kernel"].per_set] == [2, 1]
     alone = pool([{"baseline": m([1.0, 2.0, 3.0])}, {"baseline": m([4.0])}])
     assert alone["baseline"].samples_s == [1.0, 2.0, 3.0, 4.0]   # nothing to pair with
+
+
+class _Ops:
+    def __init__(self, log):
+        self.log, self.a, self.b, self.c, self.out = log, 1, 2, 3, 4
+        log.append(("alloc", id(self)))
+
+    def fill(self, support, prob, seed):
+        self.log.append(("fill", id(self)))
+
+    def free(self):
+        self.log.append(("free", id(self)))
+
+
+def _job(log, allocations):
+    from types import SimpleNamespace as NS
+    checker = NS(support=None, operands=lambda prob, seed=None: _Ops(log))
+    target = NS(launcher=lambda prob: (lambda a, b, c, s: None))
+    return NS(alone=False, spec=None, kernel=target, baseline=target, checker=checker,
+              policy=Policy(allocations=allocations))
+
+
+def test_time_problem_times_every_operand_set_and_frees_the_extra_ones(monkeypatch):
+    """CPU check of the orchestration (the GPU test times for real): one timing per operand
+    set, the first on the checked operands, each further set new and freed at the end (the
+    checked ones are the caller's), even when a timing fails."""
+    from gemm.core import faults
+    from gemm.measure import worker
+    monkeypatch.setattr(faults, "delay_share", lambda spec: None)
+    log, timed = [], []
+
+    def time_set(job, fns, ops):
+        timed.append(id(ops))
+        return {k: Measurement(samples_s=[1.0, 1.0], batch=2) for k in fns}
+    monkeypatch.setattr(worker, "_time_set", time_set)
+    first = _Ops(log)
+    rec = {"status": "ok"}
+    worker.time_problem(_job(log, 3), None, first, rec)
+    allocs = [i for what, i in log if what == "alloc"]
+    assert len(timed) == 3 and timed[0] == id(first) and len(set(timed)) == 3
+    assert sorted(i for what, i in log if what == "free") == sorted(allocs[1:])   # not `first`
+    assert len(rec["kernel_time"]["per_set"]) == 3 and len(rec["kernel_time"]["samples_s"]) == 6
+
+    log.clear()
+    timed.clear()
+
+    def fails_on_the_second(job, fns, ops):
+        if timed:
+            raise RuntimeError("launch failed")
+        timed.append(id(ops))
+        return {k: Measurement(samples_s=[1.0], batch=1) for k in fns}
+    monkeypatch.setattr(worker, "_time_set", fails_on_the_second)
+    first = _Ops(log)
+    with pytest.raises(RuntimeError, match="launch failed"):
+        worker.time_problem(_job(log, 3), None, first, {"status": "ok"})
+    made = [i for what, i in log if what == "alloc"][1:]
+    assert [i for what, i in log if what == "free"] == made      # the extra set was freed
