@@ -214,7 +214,7 @@ def test_the_prior_is_the_calibrated_sd_a_tail_included(tmp_path):
     same degrees of freedom would overstate what the values tell: ci/probes/power_sim.py).
     The robust sd is what `gemm show` prints beside it."""
     from gemm.core.policy import SUITE
-    from gemm.track.calibrate import sigma_of, tail_of
+    from gemm.track.calibrate import robust_sd, sigma_of, tail_of
     bulk = [40.0 * (1 + 0.001 * x) for x in (-1.0, -0.5, 0.0, 0.5, 1.0, -0.7, 0.3, 0.8, -0.2, 0.1)]
     tail = bulk + [40.0 * 0.994, 40.0 * 0.9935]               # two processes ~0.6 % slow
     sd, dof = sigma_of(tail)
@@ -225,9 +225,9 @@ def test_the_prior_is_the_calibrated_sd_a_tail_included(tmp_path):
     cal, why = calibration.load(root, "h200")
     assert why == "" and cal.prior("07", "2048", "tflops") == decision.Noise(sd, 11)
     robust, beyond = tail_of(tail)
-    assert robust == pytest.approx(calibration.robust_sd(tail)) and 0.0004 < robust < 0.5 * sd
+    assert robust == pytest.approx(robust_sd(tail)) and 0.0004 < robust < 0.5 * sd
     assert beyond == 2                                          # the two slow processes
-    assert calibration.robust_sd([30.0, 31.0]) is None          # under 3 values
+    assert robust_sd([30.0, 31.0]) is None                      # under 3 values
     # the record's policy is not the A/B's: a calibration is made under CONFIRM
     assert "stale" in calibration.load(root, "h200", policy=SUITE)[1]
 

@@ -24,7 +24,8 @@ import os
 import random
 import sys
 
-from gemm.track import calibration, decision
+from gemm.track import decision
+from gemm.track.calibrate import robust_sd
 from gemm.track.gate import GateConfig
 
 MAD_EFFICIENCY = 0.37
@@ -79,7 +80,7 @@ def main(argv):
         logs = [math.log(v) for v in row["values"] if v]
         mean = sum(logs) / len(logs)
         logs = [x - mean for x in logs]
-        robust = calibration.robust_sd(row["values"])
+        robust = robust_sd(row["values"])
         # the alternative: the robust sd, with the dof a MAD estimate is worth
         alt = decision.Noise(robust, max(1, round(MAD_EFFICIENCY * row["dof"])))
         priors = (decision.Noise(row["sigma"], row["dof"]), alt)

@@ -26,8 +26,7 @@ import os
 from gemm.core.policy import named
 from gemm.core.problem import Problem
 from gemm.core.stats import median
-from gemm.measure.timer import Timer
-from gemm.measure.worker import Job, check_problem, time_problem
+from gemm.measure.worker import Job, _time_set, check_problem, time_problem
 
 REPS = int(os.environ.get("REPS", "3"))
 POLICY = named(os.environ.get("POLICY", "confirm"))
@@ -36,15 +35,9 @@ ALONE = os.environ.get("ALONE") == "1"
 
 
 def time_alone(job, prob, ops, rec):
-    """time_problem without the baseline: the kernel's launches only."""
+    """time_problem without the baseline: the kernel's launches only, on one operand set."""
     ops.fill(job.checker.support, prob, job.policy.timing_seed)
-    launch = job.kernel.launcher(prob)
-    timer = Timer(job.policy, job.stream, job.clocks, job.info.max_sm_clock_mhz,
-                  job.info.l2_bytes)
-    try:
-        res = timer.measure({"kernel": lambda: launch(ops.a, ops.b, ops.out, job.stream)})
-    finally:
-        timer.close()
+    res = _time_set(job, {"kernel": (job.kernel.launcher(prob), ops.out)}, ops)
     rec["kernel_time"] = res["kernel"].as_dict()
 
 

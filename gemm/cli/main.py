@@ -15,6 +15,10 @@ from ..core import registry, shapes
 from ..core.policy import POLICIES, Policy, named
 
 
+POLICY_HELP = ("suite (the per-commit record's, default) or confirm (the gate's A/B and "
+               "calibration: several operand sets per problem, more samples)")
+
+
 class UsageError(Exception):
     pass
 
@@ -431,9 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--kernel", "-k", action="append", help="kernel name or prefix (repeatable)")
     b.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED), help="N (square) or MxNxK")
     b.add_argument("--mode", default="hot", help="hot (default) or cold L2")
-    b.add_argument("--policy", default="suite", choices=list(POLICIES),
-                    help="suite (the per-commit record's stop rule, default) or confirm (the "
-                    "gate's A/B and calibration: at least 30 samples per function)")
+    b.add_argument("--policy", default="suite", choices=list(POLICIES), help=POLICY_HELP)
     b.add_argument("--json", help="write the measurement document (every sample) to this file")
     b.set_defaults(fn=cmd_bench)
 
@@ -443,9 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="kernel name or prefix, or a cuBLAS configuration (repeatable)")
     me.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
     me.add_argument("--mode", default="hot", help="hot (default) or cold L2")
-    me.add_argument("--policy", default="suite", choices=list(POLICIES),
-                    help="suite (the per-commit record's stop rule, default) or confirm (the "
-                    "gate's A/B and calibration: at least 30 samples per function)")
+    me.add_argument("--policy", default="suite", choices=list(POLICIES), help=POLICY_HELP)
     me.add_argument("--json", default="-", help="where the document goes (default: stdout)")
     me.add_argument("--probe", action="store_true", help="only say whether a GPU is usable")
     me.set_defaults(fn=cmd_measure)

@@ -60,14 +60,20 @@ def sigma_of(values: list[float]) -> tuple[float, int] | None:
     return math.sqrt(sum((x - m) ** 2 for x in vals) / (len(vals) - 1)), len(vals) - 1
 
 
+def robust_sd(values) -> float | None:
+    """1.4826 MAD of a series' log process values (failed processes left out); None under 3."""
+    vals = _logs(values or [])
+    return stats.robust_sigma(vals) if len(vals) >= 3 else None
+
+
 def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
     """(robust sd of the log values, how many lie beyond `cut` robust sds of their median):
     a series whose sd is much larger than its robust sd has a heavy tail (a few slow or fast
     processes), which the gate's Gaussian interval takes in as a larger sd."""
-    vals = _logs(values)
-    r = calibration.robust_sd(values)
+    r = robust_sd(values)
     if r is None:
         return None
+    vals = _logs(values)
     m = stats.median(vals)
     return r, (sum(abs(x - m) > cut * r for x in vals) if r > 0 else 0)
 

@@ -2,9 +2,10 @@
 of the same code on this GPU (A/A), and what the A/B detects here (injected delays).
 
 Written by `gemm calibrate` (gemm.track.calibrate) to calibration/<machine>.json, committed
-beside results/; read by the gate, which pools each series' sigma (its robust sd, with its
-degrees of freedom) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
-made for this asv machine, on a GPU of the same name, under the A/B's measurement policy (CONFIRM), and
+beside results/; read by the gate, which pools each series' sigma (with its degrees of
+freedom) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
+made for this asv machine, on a GPU of the same name, under the A/B's measurement policy
+(CONFIRM), and
 is younger than MAX_AGE_DAYS; otherwise the gate says why and decides from the rounds' own
 spread alone (wider intervals: more rounds, more UNRESOLVED).
 """
@@ -12,13 +13,12 @@ from __future__ import annotations
 
 import calendar
 import json
-import math
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import metrics, stats
+from ..core import metrics
 from ..core.policy import CONFIRM
 from .decision import Noise
 
@@ -30,12 +30,6 @@ def policy_fingerprint(policy=CONFIRM) -> str:
     """What the calibrated numbers depend on: the A/B's measurement policy (CONFIRM) and the
     metric definitions."""
     return metrics.version(metrics.TFLOPS, policy)
-
-
-def robust_sd(values) -> float | None:
-    """1.4826 MAD of a series' log process values (failed processes left out); None under 3."""
-    logs = [math.log(v) for v in values or [] if v is not None and v > 0]
-    return stats.robust_sigma(logs) if len(logs) >= 3 else None
 
 
 def path_for(root, machine: str) -> Path:
