@@ -178,9 +178,9 @@ def test_the_real_measure_document_is_what_the_ab_reads(monkeypatch, tmp_path):
     from gemm.core.problem import Problem
 
     def worker(job, timeout=None):
-        p = job["problems"][0]
+        name, p = job["tasks"][0]
         flops = 2 * p["M"] * p["N"] * p["K"]
-        yield "result", {"kernel": job["kernel"], "role": "kernel", "size": str(p["M"]),
+        yield "result", {"kernel": name, "role": "kernel", "size": str(p["M"]),
                          "flops": flops, "status": "ok",
                          "kernel_time": {"samples_s": [flops / 30e12] * 3},
                          "baseline_time": {"samples_s": [flops / 50e12] * 3}}

@@ -70,3 +70,6 @@ def test_the_time_split_of_a_sweep():
     assert _time_split(docs, recs) == (" (4 s starting 2 worker processes, 1 s checking, "
                                        "1 s timing)")
     assert _time_split([{}], [{}]) == ""     # documents from before the split was kept
+    recs[0]["wall"]["open_s"] = {"kernel_load": 1.25, "baseline_open": 0.5}
+    assert _time_split(docs, recs) == (" (4 s starting 2 worker processes, 2 s opening "
+                                       "targets, 1 s checking, 1 s timing)")

@@ -323,10 +323,11 @@ def test_timing_spreads_over_operand_sets(gpu):
     from dataclasses import replace
 
     from gemm.core.policy import SUITE
-    from gemm.measure.worker import Job, time_problem
+    from gemm.measure.worker import Job, Worker, time_problem
     pol = replace(SUITE, allocations=3, min_samples=3, min_time_s=0.001, max_samples=6,
                   warmup_s=0.001)
-    job = Job({"kernel": "05", "policy": pol.as_dict()})
+    worker = Worker({"policy": pol.as_dict()})
+    job = Job(worker, "05")
     prob = Problem(512, 512, 512)
     rec = job.record(prob)
     ops = job.checker.operands(prob)
@@ -334,7 +335,7 @@ def test_timing_spreads_over_operand_sets(gpu):
         time_problem(job, prob, ops, rec)
     finally:
         ops.free()
-        job.close()
+        worker.close()
     k, b = rec["kernel_time"], rec["baseline_time"]
     assert rec["status"] == "ok", rec.get("error")
     assert len(k["per_set"]) == len(b["per_set"]) == 3

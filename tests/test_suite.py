@@ -138,10 +138,10 @@ def test_a_worker_that_reported_its_broken_launch_is_not_blamed_twice(monkeypatc
     calls = []
 
     def worker(job, timeout=None):
-        calls.append([p["M"] for p in job["problems"]])
-        p = job["problems"][0]
+        calls.append([p["M"] for _, p in job["tasks"]])
+        name, p = job["tasks"][0]
         status = "launch_error" if p["M"] == 64 else "ok"
-        yield "result", {"kernel": job["kernel"], "size": str(p["M"]), "status": status,
+        yield "result", {"kernel": name, "size": str(p["M"]), "status": status,
                          "flops": 1}
         yield "exit", {"code": 134, "stderr": "abort in teardown", "timed_out": False}
 
@@ -150,3 +150,115 @@ def test_a_worker_that_reported_its_broken_launch_is_not_blamed_twice(monkeypatc
                    time_it=False)
     assert [r["status"] for r in doc["records"]] == ["launch_error", "ok"]
     assert calls == [[64, 128], [128]]
+
+
+def _fake_worker(calls, die_on=None, code=0):
+    """A stand-in for gemm.measure.worker's process: reports each (target, problem) of its job
+    in order, and dies without a word on the pair `die_on`."""
+    def worker(job, timeout=None):
+        calls.append([(n, p["M"]) for n, p in job["tasks"]])
+        yield "info", {"device": {"name": "fake"}, "init_s": {}}
+        for name, p in job["tasks"]:
+            if (name, p["M"]) == die_on:
+                yield "exit", {"code": code or 1, "stderr": "Segmentation fault",
+                               "timed_out": False}
+                return
+            yield "result", {"kernel": name, "size": str(p["M"]), "status": "ok", "flops": 1}
+        yield "exit", {"code": 0, "stderr": "", "timed_out": False}
+    return worker
+
+
+def test_a_sweep_runs_all_its_targets_in_one_worker_process(monkeypatch):
+    """One process start per sweep, not one per kernel (the A/B runs a sweep per arm per
+    round); the pairs go target by target, each over the problems in order."""
+    import gemm.measure.sweep as sw
+    from gemm.core.problem import Problem
+    calls = []
+    monkeypatch.setattr(sw, "run_worker", _fake_worker(calls))
+    doc = sw.sweep(["05_2d_blocktiling", "07_bank_conflict_free"],
+                   [Problem.square(64), Problem.square(128)], time_it=False)
+    pairs = [("05_2d_blocktiling", 64), ("05_2d_blocktiling", 128),
+             ("07_bank_conflict_free", 64), ("07_bank_conflict_free", 128)]
+    assert calls == [pairs]
+    assert [(r["kernel"], int(r["size"])) for r in doc["records"]] == pairs
+    assert len(doc["workers"]) == 1 and doc["workers"][0]["done"] == 4
+    assert doc["workers"][0]["targets"] == ["05_2d_blocktiling", "07_bank_conflict_free"]
+
+
+def test_a_worker_that_dies_unheard_costs_one_pair_and_the_sweep_goes_on(monkeypatch):
+    """The pair it died on is recorded as crashed; a fresh worker takes the rest, the other
+    kernel's problems included."""
+    import gemm.measure.sweep as sw
+    from gemm.core.problem import Problem
+    calls = []
+    monkeypatch.setattr(sw, "run_worker",
+                        _fake_worker(calls, die_on=("05_2d_blocktiling", 128)))
+    doc = sw.sweep(["05_2d_blocktiling", "07_bank_conflict_free"],
+                   [Problem.square(64), Problem.square(128)], time_it=False)
+    assert [(r["kernel"], r["size"], r["status"]) for r in doc["records"]] == [
+        ("05_2d_blocktiling", "64", "ok"), ("05_2d_blocktiling", "128", "crashed"),
+        ("07_bank_conflict_free", "64", "ok"), ("07_bank_conflict_free", "128", "ok")]
+    assert "Segmentation fault" in doc["records"][1]["error"]
+    assert calls[1] == [("07_bank_conflict_free", 64), ("07_bank_conflict_free", 128)]
+
+
+def test_no_gpu_in_the_worker_marks_every_pair_left_and_starts_no_more(monkeypatch):
+    import gemm.measure.sweep as sw
+    from gemm.core.problem import Problem
+    from gemm.measure.worker import EXIT_NO_GPU
+    calls = []
+    monkeypatch.setattr(sw, "run_worker", _fake_worker(
+        calls, die_on=("05_2d_blocktiling", 64), code=EXIT_NO_GPU))
+    doc = sw.sweep(["05_2d_blocktiling", "07_bank_conflict_free"], [Problem.square(64)],
+                   time_it=False)
+    assert [r["status"] for r in doc["records"]] == ["crashed", "crashed"]
+    assert len(calls) == 1
+
+
+def test_a_target_that_cannot_be_opened_is_an_error_record_and_the_next_target_runs(
+        monkeypatch, capsys):
+    """gemm.measure.worker.run_job, its devices replaced: the failing target gets one error
+    record per problem (opened once), the worker goes on with the next target, and the
+    first record of each opened target says what opening it cost."""
+    import gemm.measure.worker as wk
+    opened, ran = [], []
+
+    class FakeWorker:
+        info = type("I", (), {"arch": "sm_90", "slug": "h200"})()
+        init_s = {"context": 0.1}
+        drv = type("D", (), {"Context": type("C", (), {"synchronize": staticmethod(
+            lambda: None)})})()
+
+        def __init__(self, spec):
+            pass
+
+        def close(self):
+            ran.append("closed")
+
+    class FakeJob:
+        def __init__(self, worker, name):
+            opened.append(name)
+            if name == "bad":
+                raise RuntimeError("no such launch contract")
+            self.name, self.open_s = name, {"kernel_load": 0.2}
+
+        def record(self, prob):
+            return {"kernel": self.name, "size": prob.label, "status": "ok"}
+
+    def run_problem(job, prob, rec):
+        ran.append((job.name, prob.M))
+        wk.emit(wk.TAG, rec)
+
+    monkeypatch.setattr(wk, "Worker", FakeWorker)
+    monkeypatch.setattr(wk, "Job", FakeJob)
+    monkeypatch.setattr(wk, "run_problem", run_problem)
+    tasks = [[n, {"M": m, "N": m, "K": m}] for n in ("bad", "good") for m in (64, 128)]
+    assert wk.run_job({"tasks": tasks}) == 0
+    out = [json.loads(line[len(wk.TAG):]) for line in capsys.readouterr().out.splitlines()
+           if line.startswith(wk.TAG)]
+    assert opened == ["bad", "good"]
+    assert [(r["kernel"], r["status"]) for r in out] == [
+        ("bad", "error"), ("bad", "error"), ("good", "ok"), ("good", "ok")]
+    assert "no such launch contract" in out[0]["error"]
+    assert out[2]["wall"] == {"open_s": {"kernel_load": 0.2}} and "wall" not in out[3]
+    assert ran == [("good", 64), ("good", 128), "closed"]

@@ -26,7 +26,7 @@ import os
 from gemm.core.policy import named
 from gemm.core.problem import Problem
 from gemm.core.stats import median
-from gemm.measure.worker import Job, _time_set, check_problem, time_problem
+from gemm.measure.worker import Job, Worker, _time_set, check_problem, time_problem
 
 REPS = int(os.environ.get("REPS", "3"))
 POLICY = named(os.environ.get("POLICY", "confirm"))
@@ -54,7 +54,8 @@ SERIES = {k.strip(): [int(s) for s in v.split()] for k, v in
 out = {"pid": os.getpid(), "policy": os.environ.get("POLICY", "confirm"), "keep": KEEP,
        "alone": ALONE, "series": {}}
 for kernel, sizes in SERIES.items():
-    job = Job({"kernel": kernel, "policy": POLICY.as_dict()})
+    worker = Worker({"policy": POLICY.as_dict()})
+    job = Job(worker, kernel)
     kept = []
     for n in sizes:
         prob = Problem(n, n, n)
@@ -78,5 +79,5 @@ for kernel, sizes in SERIES.items():
         out["series"][f"{kernel}@{n}"] = rows
     for ops in kept:
         ops.free()
-    job.close()
+    worker.close()
 print("PROBE " + json.dumps(out), flush=True)

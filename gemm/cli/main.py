@@ -171,15 +171,18 @@ def cmd_show(args) -> int:
 
 
 def _time_split(docs: list[dict], records: list[dict]) -> str:
-    """Where the sweeps' time went, where they say (workers' start-up, checks, timing)."""
+    """Where the sweeps' time went, where they say (workers' start-up, opening each target,
+    checks, timing)."""
     ready = sum(w.get("ready_s") or 0 for d in docs for w in d.get("workers", []))
     walls = [r["wall"] for r in records if r.get("wall")]
     if not walls:
         return ""
+    opened = sum(sum(w.get("open_s", {}).values()) for w in walls)
     check = sum(w.get("check_s", 0) for w in walls)
     timed = sum(w.get("time_s", 0) for w in walls)
     return (f" ({ready:.0f} s starting {sum(len(d.get('workers', [])) for d in docs)} worker "
-            f"processes, {check:.0f} s checking, {timed:.0f} s timing)")
+            f"processes, " + (f"{opened:.0f} s opening targets, " if opened else "")
+            + f"{check:.0f} s checking, {timed:.0f} s timing)")
 
 
 def _show_regress(doc: dict) -> None:

@@ -1,4 +1,5 @@
-"""A sweep: targets x problems, each target in its own worker process (gemm.measure.worker).
+"""A sweep: targets x problems, in one worker process (gemm.measure.worker), which a crash
+ends; a fresh one then goes on with the (target, problem) pairs left.
 
 Returns the measurement document (plain data, schema gemm.measure/1): {"schema", "package"
 (the gemm that measured), "device", "policy", "records": [...] (every sample and clock reading), "values": [{"kernel", "size",
@@ -105,38 +106,38 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
         if progress:
             progress(done, total, rec)
 
-    for name in targets:
-        left = list(problems)
-        while left:
-            job = {"kernel": name, "problems": [{"M": p.M, "N": p.N, "K": p.K} for p in left],
-                   "policy": policy.as_dict(), "time": time_it, "ab": [list(x) for x in ab],
-                   "defines": defines or {}}
-            got, exit_info, last = 0, None, None
-            w = {"kernel": name, "problems": len(left), "ready_s": None}
-            t1 = time.time()
-            for kind, obj in run_worker(job):
-                if kind == "info":
-                    out["device"] = out["device"] or obj["device"]
-                    w["ready_s"] = time.time() - t1   # process start, imports, context, load
-                    w["init_s"] = obj.get("init_s")   # the worker's own phases of it
-                elif kind == "result":
-                    add(obj)
-                    got, last = got + 1, obj
-                else:
-                    exit_info = obj
-            out["workers"].append({**w, "wall_s": time.time() - t1})
-            left = left[got:]
-            if not left:
-                break
-            if got > 0 and (exit_info["code"] == EXIT_CONTEXT_LOST
-                            or last.get("status") == "launch_error"):
-                continue  # the last record said what broke; go on with a fresh context
-            # the worker died on left[0] without reporting it: record that, go on after it
-            add(_crashed(name, left.pop(0), exit_info))
-            if exit_info["code"] == EXIT_NO_GPU:
-                for p in left:   # the same would happen again for every problem
-                    add(_crashed(name, p, exit_info))
-                left = []
+    left = [(name, p) for name in targets for p in problems]   # in the order they are run
+    while left:
+        job = {"tasks": [[name, {"M": p.M, "N": p.N, "K": p.K}] for name, p in left],
+               "policy": policy.as_dict(), "time": time_it, "ab": [list(x) for x in ab],
+               "defines": defines or {}}
+        got, exit_info, last = 0, None, None
+        w = {"targets": list(dict.fromkeys(n for n, _ in left)), "problems": len(left),
+             "ready_s": None}
+        t1 = time.time()
+        for kind, obj in run_worker(job):
+            if kind == "info":
+                out["device"] = out["device"] or obj["device"]
+                w["ready_s"] = time.time() - t1   # process start, imports, context
+                w["init_s"] = obj.get("init_s")   # the worker's own phases of it
+            elif kind == "result":
+                add(obj)
+                got, last = got + 1, obj
+            else:
+                exit_info = obj
+        out["workers"].append({**w, "done": got, "wall_s": time.time() - t1})
+        left = left[got:]
+        if not left:
+            break
+        if got > 0 and (exit_info["code"] == EXIT_CONTEXT_LOST
+                        or last.get("status") == "launch_error"):
+            continue  # the last record said what broke; go on with a fresh context
+        # the worker died on left[0] without reporting it: record that, go on after it
+        add(_crashed(*left.pop(0), exit_info))
+        if exit_info["code"] == EXIT_NO_GPU:
+            for name, p in left:   # the same would happen again for every problem
+                add(_crashed(name, p, exit_info))
+            left = []
     out["wall_s"] = time.time() - t0
     out["values"] = [value_row(r) for r in out["records"]]
     return out

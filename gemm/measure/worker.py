@@ -1,14 +1,17 @@
-"""One target's share of a sweep, in its own process: `python -m gemm.measure.worker < job.json`.
+"""A sweep's targets, in a process of their own: `python -m gemm.measure.worker < job.json`.
 
-A kernel that crashes poisons its CUDA context; running each kernel in a separate process
-keeps that from taking the rest of the sweep with it (gemm.measure.sweep restarts the worker
-for the problems left). Each finished problem is printed at once as one line
-`@@RESULT {json}`, so nothing measured is lost if a later one crashes.
+The job is a list of (target, problem) pairs; the worker runs them in order and prints each
+finished one at once as one line `@@RESULT {json}`, so nothing measured is lost if a later
+one crashes. A kernel that crashes poisons the CUDA context: the worker then exits, and
+gemm.measure.sweep starts a fresh one for the pairs left. All of a sweep's targets share one
+process (its context, stream, and one cuBLAS handle and checker per baseline), so a sweep
+pays one start-up (about 1.5 s: context, cuBLAS, checker), not one per kernel; each kernel's
+own start is its load (about 0.25 s, in its first record's wall["open_s"]).
 
 Per problem: `check_problem` (fresh random operands, every (alpha, beta) pair, kernel and
 baseline, on the GPU correctness path), then `time_problem` (fixed-seed operands, beta = 0,
 kernel and baseline interleaved under the policy); `triage` turns an exception into a status.
-A job whose target is a cuBLAS configuration checks and times that configuration alone.
+A target that is a cuBLAS configuration is checked and timed alone.
 """
 from __future__ import annotations
 
@@ -42,23 +45,21 @@ def triage(exc: Exception) -> tuple[str, bool]:
     return ("launch_error" if lost else "error"), lost
 
 
-class Job:
-    """What a worker holds for its whole job: device, stream, checker and the two targets."""
+class Worker:
+    """What a worker process holds for all the targets of its job: the device, stream and
+    clocks, and one baseline (cuBLAS handle) and one checker per baseline, opened when a
+    target first needs them. `init_s` says where the start-up went, phase by phase."""
 
     def __init__(self, job: dict) -> None:
         t = time.perf_counter()
-        self.init_s: dict = {}      # where the worker's start-up goes, phase by phase
+        self.init_s: dict = {}
 
         def lap(phase: str) -> None:
             nonlocal t
             now = time.perf_counter()
             self.init_s[phase] = now - t
             t = now
-        from ..core.registry import BASELINES, get
         from ..cuda import device
-        from ..cuda.loader import CompileError, Unsupported, load
-        from ..cuda.targets import open_target
-        from .check import Checker
         lap("imports")
         self.drv = device.cuda()
         self.info = device.info()
@@ -66,14 +67,45 @@ class Job:
         self.policy = Policy.from_dict(job.get("policy", {}))
         self.ab_pairs = [tuple(x) for x in job.get("ab", [[1.0, 0.0]])]
         self.time = job.get("time", True)
+        self.defines = job.get("defines") or {}
         self.stream = self.drv.Stream()
         self.clocks = device.Clocks()
         lap("stream_nvml")
-        name = job["kernel"]
+        self._baselines: dict = {}   # baseline name -> (Target, Checker)
+
+    def baseline(self, name: str):
+        """(the baseline's Target, the Checker of its operand format), opened once."""
+        if name not in self._baselines:
+            from ..cuda.targets import open_target
+            from .check import Checker
+            target = open_target(name, self.stream)
+            self._baselines[name] = (target, Checker(self.stream, target.fmt))
+        return self._baselines[name]
+
+    def close(self) -> None:
+        for target, checker in self._baselines.values():
+            checker.close()
+            target.close()
+        self._baselines.clear()
+
+
+class Job:
+    """One target of a worker: the kernel (loaded here) or cuBLAS configuration, with the
+    worker's device, stream, clocks, policy and its baseline's handle and checker.
+    `open_s`: where opening it went, phase by phase."""
+
+    def __init__(self, worker: Worker, name: str) -> None:
+        from ..core.registry import BASELINES, get
+        from ..cuda.loader import CompileError, Unsupported, load
+        from ..cuda.targets import open_target
+        t0 = time.perf_counter()
+        w = worker
+        self.drv, self.info, self.stream, self.clocks = w.drv, w.info, w.stream, w.clocks
+        self.policy, self.ab_pairs, self.time = w.policy, w.ab_pairs, w.time
         self.alone = name in BASELINES
         self.spec = None if self.alone else get(name)
-        if self.spec is not None and job.get("defines"):
-            self.spec = self.spec.with_defines(**job["defines"])
+        if self.spec is not None and w.defines:
+            self.spec = self.spec.with_defines(**w.defines)
         self.compile_error = None
         self.unsupported = None      # built for an arch this GPU cannot run: a skip
         if self.spec is not None:
@@ -83,13 +115,12 @@ class Job:
                 self.unsupported = str(exc)
             except CompileError as exc:
                 self.compile_error = str(exc)
-        lap("kernel_load")
-        self.baseline = open_target(name if self.alone else self.spec.baseline, self.stream)
-        lap("baseline_open")
+        t1 = time.perf_counter()
+        self.baseline, self.checker = w.baseline(name if self.alone else self.spec.baseline)
+        t2 = time.perf_counter()
         self.kernel = (None if self.alone or self.compile_error or self.unsupported
                        else open_target(self.spec))
-        self.checker = Checker(self.stream, self.baseline.fmt)   # the operands both take
-        lap("checker")
+        self.open_s = {"kernel_load": t1 - t0, "baseline_open": t2 - t1}
 
     @property
     def name(self) -> str:
@@ -105,10 +136,6 @@ class Job:
             from ..core.tuning import resolve
             rec["defines"] = resolve(self.spec, prob, self.info.slug).defines
         return rec
-
-    def close(self) -> None:
-        self.checker.close()
-        self.baseline.close()
 
 
 def check_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
@@ -229,75 +256,106 @@ def pool(parts: list[dict]) -> dict:
     return out
 
 
-def _context_alive(job: Job) -> bool:
-    """After an error the keywords of `triage` missed: does the context still synchronize?"""
+def _context_alive(holder) -> bool:
+    """After an error the keywords of `triage` missed: does the context still synchronize?
+    (`holder`: a Job or the Worker, anything with the driver as .drv)"""
     try:
-        job.drv.Context.synchronize()
+        holder.drv.Context.synchronize()
         return True
     except Exception:
         return False
 
 
+def tasks_of(spec: dict) -> list[tuple[str, Problem]]:
+    """The job's (target, problem) pairs in order: {"tasks": [[name, {"M", "N", "K"}], ...]}."""
+    return [(name, Problem(p["M"], p["N"], p["K"])) for name, p in spec["tasks"]]
+
+
 def run_job(spec: dict) -> int:
+    """Every (target, problem) of the job in order, one record each; a target is opened when
+    its first problem comes (a target that fails to open gets that error as the record of
+    each of its problems)."""
     from ..cuda.device import GPUUnavailable
     try:
-        job = Job(spec)
+        worker = Worker(spec)
     except GPUUnavailable as exc:
         print(f"worker: no GPU: {exc}", file=sys.stderr)
         return EXIT_NO_GPU
-    info = job.info
+    info = worker.info
     emit(INFO_TAG, {"device": info.__dict__ | {"arch": info.arch, "slug": info.slug},
-                    "init_s": job.init_s})
-    for pd in spec["problems"]:
-        prob = Problem(pd["M"], pd["N"], pd["K"])
-        rec = job.record(prob)
-        if job.compile_error or job.unsupported:
-            rec.update(status="compile_error" if job.compile_error else "unsupported",
-                       error=job.compile_error or job.unsupported)
-            emit(TAG, rec)
-            continue
-        if job.spec is not None:   # a shape the kernel refuses by contract: not a failure
-            from ..core.geometry import unsupported
-            why = unsupported(job.spec, prob)
-            if why:
-                rec.update(status="unsupported", error=why)
-                emit(TAG, rec)
-                continue
-        ops = None
-        try:
-            if job.kernel is not None:
-                from ..core.tuning import resolve
-                from ..cuda.loader import resources
-                rec["resources"] = resources(resolve(job.spec, prob, info.slug))
-            t0 = time.perf_counter()
-            ops = job.checker.operands(prob)
-            rec["seed"] = ops.seed
-            check_problem(job, prob, ops, rec)
-            t1 = time.perf_counter()
-            rec["wall"] = {"check_s": t1 - t0}   # where a sweep's time goes (with the sweep's
-            if job.time and rec["status"] == "ok":   # per-worker ready_s)
-                time_problem(job, prob, ops, rec)
-                rec["wall"]["time_s"] = time.perf_counter() - t1
-        except Exception as exc:
-            status, lost = triage(exc)
-            if not lost and not _context_alive(job):
-                status, lost = "launch_error", True
-            rec.update(status=status, error=f"{type(exc).__name__}: {exc}")
-            if not lost:
-                rec["traceback"] = traceback.format_exc(limit=4)
-            emit(TAG, rec)
-            if lost:
+                    "init_s": worker.init_s})
+    job, opened, open_error = None, None, None
+    for name, prob in tasks_of(spec):
+        first = name != opened
+        if first:
+            opened = name
+            try:
+                job, open_error = Job(worker, name), None
+            except Exception as exc:   # e.g. a kernel whose launch contract cannot be met
+                job, open_error = None, f"{type(exc).__name__}: {exc}"
+        if job is None:
+            emit(TAG, {"kernel": name, "size": prob.label, "M": prob.M, "N": prob.N,
+                       "K": prob.K, "flops": prob.flops, "status": "error",
+                       "error": f"opening {name}: {open_error}"})
+            if not _context_alive(worker):
                 return EXIT_CONTEXT_LOST
             continue
-        finally:
-            if ops is not None:
-                try:
-                    ops.free()
-                except Exception:
-                    pass
-        emit(TAG, rec)
-    job.close()
+        rec = job.record(prob)
+        if first:
+            rec["wall"] = {"open_s": job.open_s}
+        code = run_problem(job, prob, rec)
+        if code is not None:
+            return code
+    worker.close()
     return 0
+
+
+def run_problem(job: Job, prob: Problem, rec: dict) -> int | None:
+    """Check and time one problem and emit its record; an exit code when the context is lost."""
+    if job.compile_error or job.unsupported:
+        rec.update(status="compile_error" if job.compile_error else "unsupported",
+                   error=job.compile_error or job.unsupported)
+        emit(TAG, rec)
+        return None
+    if job.spec is not None:   # a shape the kernel refuses by contract: not a failure
+        from ..core.geometry import unsupported
+        why = unsupported(job.spec, prob)
+        if why:
+            rec.update(status="unsupported", error=why)
+            emit(TAG, rec)
+            return None
+    ops = None
+    try:
+        if job.kernel is not None:
+            from ..core.tuning import resolve
+            from ..cuda.loader import resources
+            rec["resources"] = resources(resolve(job.spec, prob, job.info.slug))
+        t0 = time.perf_counter()
+        ops = job.checker.operands(prob)
+        rec["seed"] = ops.seed
+        check_problem(job, prob, ops, rec)
+        t1 = time.perf_counter()
+        rec["wall"] = {**rec.get("wall", {}), "check_s": t1 - t0}   # where a sweep's time
+        if job.time and rec["status"] == "ok":   # goes (with the sweep's per-worker ready_s)
+            time_problem(job, prob, ops, rec)
+            rec["wall"]["time_s"] = time.perf_counter() - t1
+    except Exception as exc:
+        status, lost = triage(exc)
+        if not lost and not _context_alive(job):
+            status, lost = "launch_error", True
+        rec.update(status=status, error=f"{type(exc).__name__}: {exc}")
+        if not lost:
+            rec["traceback"] = traceback.format_exc(limit=4)
+        emit(TAG, rec)
+        return EXIT_CONTEXT_LOST if lost else None
+    finally:
+        if ops is not None:
+            try:
+                ops.free()
+            except Exception:
+                pass
+    emit(TAG, rec)
+    return None
 
 
 def main() -> int:
