@@ -28,6 +28,8 @@
 #               goes through the A/B's path, so it measures the tree's CONFIRM, which sets
 #               its own stop rule and operand sets: a candidate of those fields shows in the
 #               bench time only
+#   probe       bash -c "$PROBE_CMD" (a ci/probes/ script; its files go to $OUT, which is
+#               the bundle's directory), log in probe.log
 #   drift       the gate's drift test: DRIFT_STEPS throwaway commits on HEAD, each adding
 #               DRIFT_SHARE to kernel DRIFT_K's injected delay (registry inject_delay), each
 #               recorded (-b) into a scratch copy of the history and gated with HEAD as the
@@ -132,6 +134,8 @@ for extra in ${EXTRAS:-}; do
         summary "$d/regress.json" >> "$work/reruns.log"
         pack
       done ;;
+    probe) t1=$SECONDS; bash -c "${PROBE_CMD:?PROBE_CMD names the probe}" > "$work/probe.log" 2>&1
+      echo "probe: exit $? in $((SECONDS - t1)) s" >> "$work/probe.log"; pack ;;
     calibrate)
       t1=$SECONDS
       # on a copy beside the logs (bundle: calibration/), not the tracked file: a per-commit

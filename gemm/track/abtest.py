@@ -164,8 +164,8 @@ def series_of(pairs) -> dict[str, list[str]]:
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
-    One `gemm measure` process per group of kernels with the same sizes (each kernel still in
-    its own worker there); `env` adds variables (gemm calibrate's fault injection);
+    One `gemm measure` process per group of kernels with the same sizes (its kernels in one
+    worker process there from 85c2a17 on, each in its own before); `env` adds variables (gemm calibrate's fault injection);
     `device`, if given, is filled with the measuring GPU's description."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):

@@ -2,7 +2,7 @@
 
 1. Noise (A/A): `processes` processes of this tree's code measure every kernel x size, each
    through the A/B's own path (gemm.track.abtest.measure: `python -m gemm measure`, one
-   process per kernel). Per series: sigma = the standard deviation of the log values over
+   worker process for all its kernels). Per series: sigma = the standard deviation of the log values over
    processes, with processes - 1 degrees of freedom: the prior the gate pools into its A/B
    (the values themselves are kept too).
 2. Detection (fault injection, gemm.core.faults): for the injected kernels x sizes, `trials`
