@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from gemm.core import registry
 from gemm.track import abtest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def main() -> int:
     old = sha(os.environ.get("OLD", f"{new}^"))
     spec = os.environ.get("SERIES", "05 07 09@1024 2048 4096 8192")
     kernels, sizes = spec.split("@")
-    series = {k: sizes.split() for k in kernels.split()}
+    series = {registry.get(k).name: sizes.split() for k in kernels.split()}
     deadline = time.monotonic() + float(os.environ.get("DEADLINE_S", "500"))
     out = Path(os.environ.get("OUT", ".")) / "harness_pair.json"
     doc = {"new": new, "old": old, "series": series, "runs": {"new": [], "old": []},
