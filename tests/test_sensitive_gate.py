@@ -701,3 +701,76 @@ def test_an_interrupted_calibration_keeps_its_processes_but_not_over_better_nois
         calibrate.run(".", "h200", ["05"], ["2048"], 30, ["09"], ["4096"], [0.01], 0,
                       GateConfig(), tmp_path, log=lambda s: None, gpu_name="NVIDIA H200")
     assert (tmp_path / "h200.json").read_text() == before
+
+
+def _aa_file(d, values: dict, pci: str, gpu: str | None = None, date: str | None = None):
+    """A calibration file of one GPU's A/A values {(kernel, size): [TFLOPS per process]}."""
+    from gemm.track import calibrate
+    got = {(k, s, "tflops"): v for (k, s), v in values.items()}
+    doc = {"gpu_name": "NVIDIA H200", "processes": max(len(v) for v in values.values()),
+           "device": {"name": "NVIDIA H200", "pci_bus_id": pci}, "gpu": gpu,
+           "noise": calibrate.noise_rows(got)}
+    if date:
+        doc["date"] = date
+    return calibration.save(d, "h200", doc)
+
+
+def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
+    """`gemm calibrate --pool`: per series the dof-weighted mean of each GPU's variance, the
+    dof summed; one GPU running 2 % faster than another adds nothing. Series only one file
+    has keep its noise; the detection table (made with the old noise) is emptied; the file
+    says which GPUs it pooled, and the gate's prior is the pooled noise."""
+    import math
+    from gemm.track import calibrate
+    quiet = [42.0 * (1 + 0.0005 * e) for e in (-2, -1, 0, 1, 2)]
+    loud = [42.84 * (1 + 0.002 * e) for e in (-2, -1, 0, 1, 2, 0, 0, 0, 0)]   # 2 % faster
+    base = _aa_file(tmp_path / "a", {("07", "8192"): quiet, ("09", "4096"): quiet},
+                    "0000:00:06.0", "NVIDIA H200 GPU-aaaa")
+    doc = json.loads(base.read_text())
+    doc["detection"] = [{"trial": 1, "share": 0.01}]
+    base.write_text(json.dumps(doc))
+    other = _aa_file(tmp_path / "b", {("07", "8192"): loud}, "0000:00:07.0", "NVIDIA H200 GPU-bbbb")
+    assert cli_main(["calibrate", "--pool", str(other), "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr()
+    assert "pooled over 2 GPUs (GPU-aaaa x 5, GPU-bbbb x 9)" in out.out
+    assert "detection table of 1 trial(s) is dropped" in out.err
+    cal = calibration.load(tmp_path / "a", "h200")[0]
+    sa = calibrate.sigma_of(quiet)[0]
+    sb = calibrate.sigma_of(loud)[0]
+    want = math.sqrt((4 * sa ** 2 + 8 * sb ** 2) / 12)
+    p07, p09 = cal.prior("07", "8192", "tflops"), cal.prior("09", "4096", "tflops")
+    assert (p07.sigma, p07.dof) == (pytest.approx(want), 12)
+    assert (p09.sigma, p09.dof) == (pytest.approx(sa), 4)
+    assert cal.doc["detection"] == [] and cal.doc["processes"] == 14
+    row = next(r for r in cal.doc["noise"] if r["kernel"] == "07")
+    assert [p["source"]["gpu"] for p in row["parts"]] == ["NVIDIA H200 GPU-aaaa",
+                                                          "NVIDIA H200 GPU-bbbb"]
+    # the values shown are each GPU's, brought to the first one's median: no 2 % step in them
+    assert max(row["values"]) / min(row["values"]) < 1.01
+    # pooling the same GPU's noise twice, or a file that is not usable here: refused
+    assert cli_main(["calibrate", "--pool", str(other), "--out", str(tmp_path / "a")]) == 2
+    assert "already in the base file" in capsys.readouterr().err
+    h100 = calibration.save(tmp_path / "c", "h200", {"gpu_name": "NVIDIA H100", "noise": []})
+    assert cli_main(["calibrate", "--pool", str(h100), "--out", str(tmp_path / "a")]) == 2
+    # a pooled file pools on: a third GPU adds its part
+    third = _aa_file(tmp_path / "d", {("07", "8192"): quiet}, "0000:00:06.0", "NVIDIA H200 GPU-cccc")
+    assert cli_main(["calibrate", "--pool", str(third), "--out", str(tmp_path / "a")]) == 0
+    cal = calibration.load(tmp_path / "a", "h200")[0]
+    assert cal.prior("07", "8192", "tflops").dof == 16
+    assert len(cal.doc["sources"]) == 3
+
+
+def test_a_pooled_calibration_is_as_old_as_its_oldest_part(tmp_path):
+    from gemm.track import calibrate
+    vals = {("07", "8192"): [42.0, 42.1, 41.9]}
+    base = _aa_file(tmp_path / "a", vals, "0000:00:06.0", "G-a")
+    old = _aa_file(tmp_path / "b", vals, "0000:00:07.0", "G-b", date="2026-10-01T03:04:05Z")
+    calibrate.pool(tmp_path / "a", "h200", [old], log=lambda s: None)
+    assert json.loads(base.read_text())["date"] == "2026-10-01T03:04:05Z"
+    assert calibration.load(tmp_path / "a", "h200", now=calendar_time("2027-04-15"))[0] is None
+
+
+def calendar_time(day: str) -> float:
+    import calendar
+    import time
+    return calendar.timegm(time.strptime(day, "%Y-%m-%d"))

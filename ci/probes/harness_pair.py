@@ -13,6 +13,11 @@ every process, so a cut run keeps what it measured.
 
   python3 ci/probes/harness_pair.py        # on the GPU machine, in the repository
 Env: NEW, OLD (commits), SERIES ("05 07 09@1024 2048 4096 8192"), DEADLINE_S (500).
+
+One side's processes are A/A processes of the calibration's own kind (the A/B's path, CONFIRM),
+so they can join a calibration (`gemm calibrate --pool`) as one more GPU's noise:
+  python3 ci/probes/harness_pair.py --calibration RAW.json SIDE OUT_DIR "GPU identity" PCI DATE
+writes OUT_DIR/h200.json from SIDE's ("new" or "old") values of the run kept in RAW.json.
 """
 import json
 import math
@@ -57,7 +62,24 @@ def report(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def to_calibration(raw: str, side: str, out_dir: str, gpu: str, pci: str, date: str):
+    from gemm.track import calibrate, calibration
+    doc = json.loads(Path(raw).read_text())
+    got: dict = {}
+    for run in doc["runs"][side]:
+        for key, v in run.items():
+            got.setdefault(tuple(key.split(" ")), []).append(v)
+    return calibration.save(out_dir, "h200", {
+        "gpu_name": "NVIDIA H200", "device": {"name": "NVIDIA H200", "pci_bus_id": pci},
+        "gpu": gpu, "processes": len(doc["runs"][side]), "date": date,
+        "made_by": f"ci/probes/harness_pair.py, the {side} side ({doc[side][:10]}) of {raw}",
+        "noise": calibrate.noise_rows(got)})
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--calibration"]:
+        print(to_calibration(*sys.argv[2:8]))
+        return 0
     new = sha(os.environ.get("NEW", "HEAD"))
     old = sha(os.environ.get("OLD", f"{new}^"))
     spec = os.environ.get("SERIES", "05 07 09@1024 2048 4096 8192")

@@ -306,8 +306,12 @@ def cmd_calibrate(args) -> int:
     from ..track import calibrate
     from ..track.confirm import gpu_present
     from ..track.gate import GateConfig
+    if args.join and args.pool:
+        raise UsageError("--join and --pool are separate steps (pool first, then trials)")
     if args.join:
         return _calibrate_join(args)
+    if args.pool:
+        return _calibrate_pool(args)
     kernels = _targets(args.kernel)
     inject = _targets(args.inject_kernel) if args.inject_kernel else kernels[:3]
     for sizes in (args.sizes, args.inject_sizes):
@@ -326,7 +330,7 @@ def cmd_calibrate(args) -> int:
         from ..measure.facts import machine_info
         machine = machine_info()["machine"]
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    from ..measure.facts import gpu_name
+    from ..measure.facts import gpu_identity, gpu_name
     gate = GateConfig()
     cfg = GateConfig(min_rounds=gate.min_rounds if args.min_rounds is None else args.min_rounds,
                      max_rounds=gate.max_rounds if args.max_rounds is None else args.max_rounds,
@@ -338,7 +342,8 @@ def cmd_calibrate(args) -> int:
     try:
         path, doc = calibrate.run(args.repo, machine, kernels, args.sizes, args.processes, inject,
                                   args.inject_sizes, args.shares, args.trials, cfg, args.out, log,
-                                  add_trials=args.add_trials, gpu_name=gpu_name())
+                                  add_trials=args.add_trials, gpu_name=gpu_name(),
+                                  gpu=gpu_identity())
     except calibrate.Refused as exc:   # said before anything was measured
         raise UsageError(str(exc)) from None
     _print_noise(doc)
@@ -355,9 +360,13 @@ def _print_noise(doc: dict) -> None:
     from .tables import table
     g = G()
     fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
-    print(f"\nA/A noise on {doc.get('gpu_name')} (the last calibration: {doc.get('processes')} "
-          f"processes, {str(doc.get('date'))[:10]}; a row's processes: its dof + 1): sd of one "
-          f"process's value.\n"
+    srcs = doc.get("sources") or []
+    where = (f"pooled over {len(srcs)} GPUs ({', '.join(_source_label(x) for x in srcs)}): "
+             f"{doc.get('processes')} processes, the oldest of {str(doc.get('date'))[:10]}; a "
+             f"row's processes: its dof + the GPUs it has" if len(srcs) > 1 else
+             f"the last calibration: {doc.get('processes')} processes, "
+             f"{str(doc.get('date'))[:10]}; a row's processes: its dof + 1")
+    print(f"\nA/A noise on {doc.get('gpu_name')} ({where}): sd of one process's value.\n"
           f"robust sd: 1.4826 MAD; tail: processes beyond 4 robust sds (an sd well above the "
           f"robust sd means a few processes ran apart).\n"
           f"rounds: A B B A rounds for the gate to call its minimum effect a DROP with 99 % "
@@ -380,16 +389,40 @@ def _print_noise(doc: dict) -> None:
                  "rounds"], rows, "lllrrrrrr"))
 
 
+def _machine_of(args, files: list[str], flag: str) -> str:
+    if args.machine is not None:
+        return args.machine
+    try:
+        return json.loads(Path(files[0]).read_text()).get("machine")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{flag} {files[0]}: unreadable ({exc})") from None
+
+
+def _source_label(src: dict) -> str:
+    gpu = src["gpu"].split()[-1][:12] if src.get("gpu") else None    # GPU-<8 hex digits>
+    return f"{gpu or src.get('pci_bus_id') or '?'} x {src.get('processes')}"
+
+
+def _calibrate_pool(args) -> int:
+    """`gemm calibrate --pool FILE...`: other GPUs' A/A noise pooled into this machine's file
+    (gemm.track.calibrate.pool); nothing is measured, no GPU is needed."""
+    from ..track import calibrate
+    machine = _machine_of(args, args.pool, "--pool")
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        path, doc = calibrate.pool(args.out, machine, args.pool, log)
+    except calibrate.Refused as exc:
+        raise UsageError(str(exc)) from None
+    _print_noise(doc)
+    print(f"\ncalibration written to {path}")
+    return 0
+
+
 def _calibrate_join(args) -> int:
     """`gemm calibrate --join FILE...`: other files' detection trials join this machine's
     file (gemm.track.calibrate.join); nothing is measured, no GPU is needed."""
     from ..track import calibrate
-    machine = args.machine
-    if machine is None:
-        try:
-            machine = json.loads(Path(args.join[0]).read_text()).get("machine")
-        except (OSError, ValueError, AttributeError) as exc:
-            raise UsageError(f"--join {args.join[0]}: unreadable ({exc})") from None
+    machine = _machine_of(args, args.join, "--join")
     try:
         path, doc = calibrate.join(args.out, machine, args.join)
     except calibrate.Refused as exc:
@@ -523,6 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--join", nargs="+", metavar="FILE",
                     help="add these files' detection trials (same settings and noise, e.g. "
                     "from another GPU's lane) to the machine's file; measures nothing")
+    ca.add_argument("--pool", nargs="+", metavar="FILE",
+                    help="pool these files' A/A noise (other GPUs of the same name, e.g. a pool "
+                    "of lent machines) into the machine's file, series by series; empties its "
+                    "detection table; measures nothing")
     ca.set_defaults(fn=cmd_calibrate)
 
     tu = sub.add_parser("tune", help="search a kernel's constants on this GPU (its `tune` space)"

@@ -7,6 +7,7 @@ pointers are then valid for both.
 from __future__ import annotations
 
 import atexit
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -135,6 +136,21 @@ def info() -> DeviceInfo:
         pci_bus_id=dev.pci_bus_id())
 
 
+def _visible_bus_id() -> str | None:
+    """The PCI bus id of the GPU this process measures on: its context's device, else the
+    first visible one (no context is made; CUDA_VISIBLE_DEVICES applies); None without
+    PyCUDA or a device."""
+    try:
+        from pycuda.driver import Context
+        return Context.get_device().pci_bus_id()
+    except Exception:
+        pass
+    try:
+        return _device_0().pci_bus_id()
+    except Exception:
+        return None
+
+
 class Clocks:
     """SM clock readings through NVML (nvidia-ml-py); every method returns None without it."""
 
@@ -145,12 +161,13 @@ class Clocks:
             import pynvml
             pynvml.nvmlInit()
             self._nvml = pynvml
-            try:
-                from pycuda.driver import Context
-                bus = Context.get_device().pci_bus_id()
+            bus = _visible_bus_id()
+            if bus:
                 self._h = pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
-            except Exception:
+            elif not os.environ.get("CUDA_VISIBLE_DEVICES"):
                 self._h = pynvml.nvmlDeviceGetHandleByIndex(0)
+            # else: NVML counts every GPU, CUDA only the visible ones; rather none than the
+            # wrong one (a lane on GPU 1 would read GPU 0's clocks and name)
         except Exception:
             self._h = None
 

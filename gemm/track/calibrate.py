@@ -175,14 +175,16 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
 
 def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inject_sizes,
         shares, trials: int, cfg: GateConfig, out_dir, log=print,
-        add_trials: bool = False, gpu_name: str | None = None) -> tuple[Path, dict]:
+        add_trials: bool = False, gpu_name: str | None = None,
+        gpu: str | None = None) -> tuple[Path, dict]:
     """Noise from `processes` A/A processes (0: the machine's calibration file's, which must be
     usable), then `trials` detection trials. The file keeps what this run did not redo: other
     series' noise, and the detection table when no trial ran. With `add_trials`, the new
     trials join the file's (made with the same gate settings, kernels and sizes), numbered on
     per share (a trial may measure some shares only): a table of many trials can be built
     over several sessions of GPU time, and over several GPUs' lanes (`join`). `gpu_name`: this
-    GPU's (a file made on a GPU of another name is not used)."""
+    GPU's (a file made on a GPU of another name is not used); `gpu`: which physical GPU it is
+    (NVML's name and UUID), kept with the noise measured here (`pool` tells GPUs apart by it)."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
     gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
@@ -216,12 +218,14 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                 f"{len(rows)} series is written (the file's noise with more processes is kept)")
             if not rows:
                 raise KeyboardInterrupt
-        base = {"gpu_name": device.get("name"), "device": device, "processes": done}
+        base = {"gpu_name": device.get("name"), "device": device, "processes": done,
+                "gpu": gpu}
         rows = merged_noise(old, rows)
     else:
         rows = old.doc.get("noise", [])
         # the noise was not measured again: the file keeps its date (its age is the noise's)
-        base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes", "date")}
+        base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes", "date", "gpu",
+                                            "sources") if k in old.doc}
     base["gate"] = gate
     cal = calibration.Calibration(machine, base.get("gpu_name"), "")
     for r in rows:
@@ -386,6 +390,90 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
     doc.update(table_of(det))
     for k in ("schema", "machine", "policy"):
         doc.pop(k, None)
+    calibration.save(out_dir, machine, doc)
+    return calibration.path_for(out_dir, machine), json.loads(
+        calibration.path_for(out_dir, machine).read_text())
+
+
+def source_of(doc: dict) -> dict:
+    """Where a calibration file's own A/A noise was measured: the GPU and when, how many
+    processes."""
+    dev = doc.get("device") or {}
+    return {"gpu": doc.get("gpu"), "pci_bus_id": dev.get("pci_bus_id"), "date": doc.get("date"),
+            "processes": doc.get("processes")}
+
+
+def parts_of(doc: dict, row: dict) -> list[dict]:
+    """A noise row's per-GPU parts: a pooled row keeps them; a file's own row is one part."""
+    if row.get("parts"):
+        return row["parts"]
+    return [{"source": source_of(doc), "sigma": row["sigma"], "dof": row["dof"],
+             "median": row.get("median"), "values": row.get("values") or []}]
+
+
+def pooled_row(key: tuple, parts: list[dict]) -> dict:
+    """One series' noise over several GPUs: the pooled variance of the log values (each GPU's
+    spread about its own mean, weighted by its degrees of freedom; a GPU's offset from another
+    does not count as noise), with their degrees of freedom summed. `values`: every part's
+    values scaled to the first part's median (so a table of them shows the spread within a
+    GPU, tails included); `parts` keeps each GPU's own."""
+    dof = sum(p["dof"] for p in parts)
+    var = sum(p["dof"] * p["sigma"] ** 2 for p in parts) / dof
+    m0 = parts[0]["median"]
+    values = [v * m0 / p["median"] for p in parts if p.get("median")
+              for v in p.get("values") or [] if v is not None]
+    return {"kernel": key[0], "size": key[1], "metric": key[2], "sigma": math.sqrt(var),
+            "dof": dof, "median": m0, "values": values, "parts": parts}
+
+
+def _source_key(src: dict) -> str:
+    return json.dumps(src, sort_keys=True)
+
+
+def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
+    """The A/A noise of the calibration files `others` (other GPUs of the same name, e.g. the
+    lent machines' lanes) pooled into this machine's file in `out_dir`, series by series
+    (pooled_row). For a runner that is one of many GPUs (a pool of lent H200s, whose A/A spread
+    differs by up to 2x from one to another on some series), one GPU's calibration misstates
+    the next one's noise; the pooled one is the noise of the pool. Each file must be usable
+    (machine, GPU name, policy, age) and add GPUs the base file has not pooled yet; nothing
+    is measured. The detection table is emptied (its trials were made with other noise)."""
+    base, why = calibration.load(out_dir, machine)
+    if base is None:
+        raise Refused(f"--pool: no usable base file: {why}")
+    parts: dict = {}
+    for r in base.doc.get("noise") or []:
+        parts[(r["kernel"], r["size"], r["metric"])] = list(parts_of(base.doc, r))
+    seen = {_source_key(p["source"]) for ps in parts.values() for p in ps}
+    for path in others:
+        path = Path(path)
+        cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
+        if cal is None or cal.machine != machine:
+            raise Refused(f"--pool {path}: {why or 'made for another machine'}")
+        theirs = {(r["kernel"], r["size"], r["metric"]): parts_of(cal.doc, r)
+                  for r in cal.doc.get("noise") or []}
+        new = {_source_key(p["source"]) for ps in theirs.values() for p in ps}
+        if not new or new & seen:
+            raise Refused(f"--pool {path}: its noise is already in the base file (or it has "
+                          "none)")
+        seen |= new
+        for key, ps in theirs.items():
+            parts.setdefault(key, []).extend(ps)
+    rows = [pooled_row(key, ps) if len(ps) > 1 else {**{k: v for k, v in ps[0].items()
+                                                         if k != "source"},
+                                                     "kernel": key[0], "size": key[1],
+                                                     "metric": key[2], "parts": ps}
+            for key, ps in sorted(parts.items())]
+    sources = {_source_key(p["source"]): p["source"] for r in rows for p in r["parts"]}
+    doc = {k: v for k, v in base.doc.items() if k not in ("schema", "machine", "policy")}
+    doc.update({"noise": rows, "sources": list(sources.values()),
+                "processes": sum(s.get("processes") or 0 for s in sources.values()),
+                # the noise is as old as its oldest part
+                "date": min(str(s.get("date")) for s in sources.values()),
+                "shares": [], "trials": 0, "detection": [], "summary": []})
+    if base.doc.get("detection"):
+        log(f"calibrate: the detection table of {len({d['trial'] for d in base.doc['detection']})} "
+            "trial(s) is dropped: its trials were made with the unpooled noise")
     calibration.save(out_dir, machine, doc)
     return calibration.path_for(out_dir, machine), json.loads(
         calibration.path_for(out_dir, machine).read_text())
