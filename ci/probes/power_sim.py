@@ -14,7 +14,9 @@ the row's. (Given the row's full degrees of freedom, the robust sd looked far be
 against 0.43 at +1 % on 07@2048 by 5 rounds: an overstatement of what 25 values tell.)
 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
-Environment: ROUNDS (default 3 5), MAX_ROUNDS (the cap the family is counted with; default
+Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
+A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
+ROUNDS (default 3 5), MAX_ROUNDS (the cap the family is counted with; default
 the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
 series of 05, 07, 09 at 2048-8192), SEED.
 """
@@ -77,10 +79,17 @@ def main(argv):
             continue
         if not want and (row["kernel"][:2] not in ("05", "07", "09") or row["size"] == "1024"):
             continue
-        logs = [math.log(v) for v in row["values"] if v]
+        values = row["values"]
+        part = os.environ.get("PART")
+        if part:
+            mine = [p for p in row.get("parts") or [] if part in (p["source"].get("gpu") or "")]
+            if not mine:
+                continue
+            values = mine[0]["values"]
+        logs = [math.log(v) for v in values if v]
         mean = sum(logs) / len(logs)
         logs = [x - mean for x in logs]
-        robust = robust_sd(row["values"])
+        robust = robust_sd(values)
         # the alternative: the robust sd, with the dof a MAD estimate is worth
         alt = decision.Noise(robust, max(1, round(MAD_EFFICIENCY * row["dof"])))
         priors = (decision.Noise(row["sigma"], row["dof"]), alt)
