@@ -732,7 +732,7 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     other = _aa_file(tmp_path / "b", {("07", "8192"): loud}, "0000:00:07.0", "NVIDIA H200 GPU-bbbb")
     assert cli_main(["calibrate", "--pool", str(other), "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr()
-    assert "pooled over 2 GPUs (GPU-aaaa x 5, GPU-bbbb x 9)" in out.out
+    assert "pooled over 2 A/A runs on 2 GPUs (GPU-aaaa x 5, GPU-bbbb x 9)" in out.out
     assert "detection table of 1 trial(s) is dropped" in out.err
     cal = calibration.load(tmp_path / "a", "h200")[0]
     sa = calibrate.sigma_of(quiet)[0]
@@ -764,13 +764,51 @@ def test_a_pooled_calibration_is_as_old_as_its_oldest_part(tmp_path):
     from gemm.track import calibrate
     vals = {("07", "8192"): [42.0, 42.1, 41.9]}
     base = _aa_file(tmp_path / "a", vals, "0000:00:06.0", "G-a")
-    old = _aa_file(tmp_path / "b", vals, "0000:00:07.0", "G-b", date="2026-10-01T03:04:05Z")
+    month_ago = time.time() - 30 * 86400
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(month_ago))
+    old = _aa_file(tmp_path / "b", vals, "0000:00:07.0", "G-b", date=stamp)
     calibrate.pool(tmp_path / "a", "h200", [old], log=lambda s: None)
-    assert json.loads(base.read_text())["date"] == "2026-10-01T03:04:05Z"
-    assert calibration.load(tmp_path / "a", "h200", now=calendar_time("2027-04-15"))[0] is None
+    assert json.loads(base.read_text())["date"] == stamp
+    # stale when its oldest part is: 180 days after that part, not after the pooling
+    late = month_ago + (calibration.MAX_AGE_DAYS + 1) * 86400
+    assert calibration.load(tmp_path / "a", "h200", now=late)[0] is None
+    assert calibration.load(tmp_path / "a", "h200", now=late - 2 * 86400)[0] is not None
 
 
-def calendar_time(day: str) -> float:
-    import calendar
-    import time
-    return calendar.timegm(time.strptime(day, "%Y-%m-%d"))
+def test_a_lane_copy_pools_only_what_it_measured_and_new_aa_joins_a_pooled_file(tmp_path,
+                                                                             monkeypatch):
+    """A lane's file starts as a copy of the base and keeps the rows it did not measure again:
+    pooling it adds only the runs the base lacks (no series counted twice). A/A measured on a
+    pooled file (gemm calibrate --processes N) joins each series as this GPU's part, in place
+    of an earlier part of the same GPU, instead of un-pooling it."""
+    import shutil
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    quiet = [42.0 * (1 + 0.0005 * e) for e in (-2, -1, 0, 1, 2)]
+    src_a = {"gpu": "G-a", "pci_bus_id": "0000:00:06.0", "date": "2026-11-30T10:00:00Z",
+             "processes": 5, "id": "run-a"}
+    got = {("07", "8192", "tflops"): quiet, ("09", "4096", "tflops"): quiet}
+    calibration.save(tmp_path / "a", "h200", {"gpu_name": "NVIDIA H200", "processes": 5,
+                                              "noise": calibrate.noise_rows(got, src_a)})
+    shutil.copytree(tmp_path / "a", tmp_path / "lane")
+    lane = json.loads((tmp_path / "lane" / "h200.json").read_text())
+    src_b = dict(src_a, gpu="G-b", id="run-b")
+    lane["noise"] = [r for r in lane["noise"] if r["kernel"] != "07"] + calibrate.noise_rows(
+        {("07", "8192", "tflops"): quiet[:4]}, src_b)
+    (tmp_path / "lane" / "h200.json").write_text(json.dumps(lane))
+    calibrate.pool(tmp_path / "a", "h200", [tmp_path / "lane" / "h200.json"], log=lambda s: None)
+    cal = calibration.load(tmp_path / "a", "h200")[0]
+    assert cal.prior("07", "8192", "tflops").dof == 4 + 3
+    assert cal.prior("09", "4096", "tflops").dof == 4          # not 8: the lane only copied it
+    # new A/A processes on G-b join the pooled file, replacing G-b's earlier part
+    monkeypatch.setattr(calibrate, "noise", lambda *a: (
+        {("07", "8192", "tflops"): quiet + quiet}, {"name": "NVIDIA H200",
+                                                    "pci_bus_id": "0000:00:07.0"}, 10, False))
+    calibrate.run(".", "h200", ["07"], ["8192"], 10, ["07"], ["8192"], [0.01], 0,
+                  GateConfig(), tmp_path / "a", log=lambda s: None, gpu="G-b")
+    cal = calibration.load(tmp_path / "a", "h200")[0]
+    row = next(r for r in cal.doc["noise"] if r["kernel"] == "07")
+    assert sorted(p["source"]["gpu"] for p in row["parts"]) == ["G-a", "G-b"]
+    assert cal.prior("07", "8192", "tflops").dof == 4 + 9
+    assert cal.prior("09", "4096", "tflops").dof == 4
+    assert cal.doc["date"] == "2026-11-30T10:00:00Z" and len(cal.doc["sources"]) == 2

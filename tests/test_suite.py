@@ -262,3 +262,43 @@ def test_a_target_that_cannot_be_opened_is_an_error_record_and_the_next_target_r
     assert "no such launch contract" in out[0]["error"]
     assert out[2]["wall"] == {"open_s": {"kernel_load": 0.2}} and "wall" not in out[3]
     assert ran == [("good", 64), ("good", 128), "closed"]
+
+
+def test_a_worker_that_dies_before_it_is_ready_fails_every_pair_once(monkeypatch):
+    """Imports, context or the job itself: what killed it would kill the next one too, so the
+    sweep records every pair as crashed after one attempt instead of one worker per pair."""
+    import gemm.measure.sweep as sw
+    from gemm.core.problem import Problem
+    calls = []
+
+    def worker(job, timeout=None):
+        calls.append(len(job["tasks"]))
+        yield "exit", {"code": 2, "stderr": "ImportError: no numpy", "timed_out": False}
+    monkeypatch.setattr(sw, "run_worker", worker)
+    doc = sw.sweep(["05_2d_blocktiling", "07_bank_conflict_free"],
+                   [Problem.square(64), Problem.square(128)], time_it=False)
+    assert [r["status"] for r in doc["records"]] == ["crashed"] * 4
+    assert calls == [4] and "no numpy" in doc["records"][3]["error"]
+
+
+def test_the_worker_timeout_counts_from_its_last_report_not_from_its_start(monkeypatch):
+    """One worker runs a whole sweep: its time limit is on silence, not on the sweep."""
+    import subprocess as sp
+
+    import gemm.measure.sweep as sw
+    script = ("import sys, time\n"
+              "for i in range(int(sys.argv[1])):\n"
+              "    time.sleep(float(sys.argv[2]))\n"
+              "    print('@@RESULT {\"i\": %d}' % i, flush=True)\n")
+    real = sp.Popen
+
+    def popen(args, **kw):
+        return real([sys.executable, "-c", script, *popen.argv], **kw)
+    monkeypatch.setattr(sw.subprocess, "Popen", popen)
+    popen.argv = ["5", "0.3"]          # 1.5 s in all, never 1 s without a line
+    got = list(sw.run_worker({}, timeout=1.0))
+    assert [o["i"] for k, o in got if k == "result"] == [0, 1, 2, 3, 4]
+    assert got[-1][1]["timed_out"] is False
+    popen.argv = ["2", "1.5"]          # silent for 1.5 s: killed
+    got = list(sw.run_worker({}, timeout=1.0))
+    assert got[-1][0] == "exit" and got[-1][1]["timed_out"] is True

@@ -361,7 +361,9 @@ def _print_noise(doc: dict) -> None:
     g = G()
     fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
     srcs = doc.get("sources") or []
-    where = (f"pooled over {len(srcs)} GPUs ({', '.join(_source_label(x) for x in srcs)}): "
+    gpus = len({x.get("gpu") or x.get("pci_bus_id") for x in srcs})
+    where = (f"pooled over {len(srcs)} A/A runs on {gpus} GPUs "
+             f"({', '.join(_source_label(x) for x in srcs)}): "
              f"{doc.get('processes')} processes, the oldest of {str(doc.get('date'))[:10]}; a "
              f"row's processes: its dof + the GPUs it has" if len(srcs) > 1 else
              f"the last calibration: {doc.get('processes')} processes, "

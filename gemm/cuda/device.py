@@ -164,7 +164,7 @@ class Clocks:
             bus = _visible_bus_id()
             if bus:
                 self._h = pynvml.nvmlDeviceGetHandleByPciBusId(bus.encode())
-            elif not os.environ.get("CUDA_VISIBLE_DEVICES"):
+            elif "CUDA_VISIBLE_DEVICES" not in os.environ:
                 self._h = pynvml.nvmlDeviceGetHandleByIndex(0)
             # else: NVML counts every GPU, CUDA only the visible ones; rather none than the
             # wrong one (a lane on GPU 1 would read GPU 0's clocks and name)

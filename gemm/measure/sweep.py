@@ -38,7 +38,9 @@ def _worker_env() -> dict:
 
 
 def run_worker(job: dict, timeout: float = WORKER_TIMEOUT_S):
-    """Yield ('info'|'result', dict) as the worker reports, then ('exit', {code, stderr})."""
+    """Yield ('info'|'result', dict) as the worker reports, then ('exit', {code, stderr}).
+    A worker that reports nothing for `timeout` seconds is killed (the clock restarts with
+    every line it prints: a sweep's worker runs all its pairs, however many)."""
     proc = subprocess.Popen([sys.executable, "-m", "gemm.measure.worker"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_worker_env())
@@ -66,6 +68,7 @@ def run_worker(job: dict, timeout: float = WORKER_TIMEOUT_S):
         line = proc.stdout.readline()
         if not line:
             break
+        deadline = time.monotonic() + timeout
         yield from _parse(line)
     code = proc.wait()
     t.join(timeout=5)
@@ -134,8 +137,10 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
             continue  # the last record said what broke; go on with a fresh context
         # the worker died on left[0] without reporting it: record that, go on after it
         add(_crashed(*left.pop(0), exit_info))
-        if exit_info["code"] == EXIT_NO_GPU:
-            for name, p in left:   # the same would happen again for every problem
+        if exit_info["code"] == EXIT_NO_GPU or w["ready_s"] is None:
+            # no GPU, or the worker died before it was ready (imports, context, the job
+            # itself): the same would happen again for every pair
+            for name, p in left:
                 add(_crashed(name, p, exit_info))
             left = []
     out["wall_s"] = time.time() - t0

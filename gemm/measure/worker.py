@@ -79,7 +79,12 @@ class Worker:
             from ..cuda.targets import open_target
             from .check import Checker
             target = open_target(name, self.stream)
-            self._baselines[name] = (target, Checker(self.stream, target.fmt))
+            try:
+                checker = Checker(self.stream, target.fmt)
+            except BaseException:
+                target.close()   # not left holding a cuBLAS handle nobody will close
+                raise
+            self._baselines[name] = (target, checker)
         return self._baselines[name]
 
     def close(self) -> None:
@@ -120,7 +125,8 @@ class Job:
         t2 = time.perf_counter()
         self.kernel = (None if self.alone or self.compile_error or self.unsupported
                        else open_target(self.spec))
-        self.open_s = {"kernel_load": t1 - t0, "baseline_open": t2 - t1}
+        self.open_s = {"kernel_load": t1 - t0 + time.perf_counter() - t2,
+                       "baseline_open": t2 - t1}
 
     @property
     def name(self) -> str:
@@ -291,6 +297,9 @@ def run_job(spec: dict) -> int:
             opened = name
             try:
                 job, open_error = Job(worker, name), None
+            except GPUUnavailable as exc:   # e.g. no cuBLAS (nvmath) here: nothing can run
+                print(f"worker: no GPU: {exc}", file=sys.stderr)
+                return EXIT_NO_GPU
             except Exception as exc:   # e.g. a kernel whose launch contract cannot be met
                 job, open_error = None, f"{type(exc).__name__}: {exc}"
         if job is None:

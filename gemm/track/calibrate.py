@@ -94,15 +94,17 @@ def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict, int, b
     return got, device, processes, False
 
 
-def noise_rows(got: dict) -> list[dict]:
-    """The noise rows of A/A values (series with at least two usable values)."""
+def noise_rows(got: dict, source: dict | None = None) -> list[dict]:
+    """The noise rows of A/A values (series with at least two usable values); `source`, if
+    given, says where they were measured (kept in each row: a file's rows may come from
+    different runs, and pooling must tell them apart)."""
     rows = []
     for key, values in sorted(got.items()):
         sd = sigma_of(values)
         if sd is not None:
             rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
                          "dof": sd[1], "median": stats.median([v for v in values if v]),
-                         "values": values})
+                         "values": values, **({"source": source} if source else {})})
     return rows
 
 
@@ -208,7 +210,10 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     cut = False
     if processes:
         got, device, done, cut = noise(root, kernels, sizes, processes, log)
-        rows = noise_rows(got)
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        source = {"gpu": gpu, "pci_bus_id": device.get("pci_bus_id"), "date": when,
+                  "processes": done, "id": secrets.token_hex(6)}
+        rows = noise_rows(got, source)
         if cut:
             # interrupted: what it measured is kept, but never over a file's better noise
             have = {(r["kernel"], r["size"], r["metric"]): r["dof"]
@@ -219,8 +224,10 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             if not rows:
                 raise KeyboardInterrupt
         base = {"gpu_name": device.get("name"), "device": device, "processes": done,
-                "gpu": gpu}
+                "gpu": gpu, "date": when}
         rows = merged_noise(old, rows)
+        if any(r.get("parts") for r in rows):   # a pooled file: its summary over the parts
+            base.update(pool_summary(rows))
     else:
         rows = old.doc.get("noise", [])
         # the noise was not measured again: the file keeps its date (its age is the noise's)
@@ -269,11 +276,23 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
 
 def merged_noise(old, rows: list[dict]) -> list[dict]:
     """This run's noise rows over those of the machine's usable file `old` (other series
-    kept): a narrower calibration adds to the file instead of replacing it."""
-    new = {(r["kernel"], r["size"], r["metric"]) for r in rows}
-    kept = [r for r in (old.doc.get("noise", []) if old else [])
-            if (r.get("kernel"), r.get("size"), r.get("metric")) not in new]
-    return kept + rows
+    kept): a narrower calibration adds to the file instead of replacing it. Where `old`'s row
+    is pooled over GPUs (`pool`), this run's values join it as one more part, replacing an
+    earlier part of the same GPU, rather than un-pooling it."""
+    def key(r):
+        return (r.get("kernel"), r.get("size"), r.get("metric"))
+    olds = {key(r): r for r in (old.doc.get("noise", []) if old else [])}
+    new = {key(r) for r in rows}
+    out = [r for k, r in olds.items() if k not in new]
+    for r in rows:
+        o = olds.get(key(r))
+        if o is not None and o.get("parts"):
+            mine = (r.get("source") or {}).get("gpu")
+            parts = [p for p in o["parts"] if not (mine and p["source"].get("gpu") == mine)]
+            out.append(pooled_row(key(r), parts + parts_of(old.doc, r)))
+        else:
+            out.append(r)
+    return out
 
 
 def summarize(det: list[dict], shares) -> list[dict]:
@@ -396,19 +415,29 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
 
 
 def source_of(doc: dict) -> dict:
-    """Where a calibration file's own A/A noise was measured: the GPU and when, how many
-    processes."""
+    """Where a calibration file's A/A noise was measured, for rows that do not say (files
+    from before rows kept their source): the file's GPU and date, how many processes."""
     dev = doc.get("device") or {}
     return {"gpu": doc.get("gpu"), "pci_bus_id": dev.get("pci_bus_id"), "date": doc.get("date"),
             "processes": doc.get("processes")}
 
 
 def parts_of(doc: dict, row: dict) -> list[dict]:
-    """A noise row's per-GPU parts: a pooled row keeps them; a file's own row is one part."""
+    """A noise row's per-GPU parts: a pooled row keeps them; another row is one part, from
+    the run it says it came from (else the file's)."""
     if row.get("parts"):
         return row["parts"]
-    return [{"source": source_of(doc), "sigma": row["sigma"], "dof": row["dof"],
-             "median": row.get("median"), "values": row.get("values") or []}]
+    return [{"source": row.get("source") or source_of(doc), "sigma": row["sigma"],
+             "dof": row["dof"], "median": row.get("median"), "values": row.get("values") or []}]
+
+
+def pool_summary(rows: list[dict]) -> dict:
+    """A pooled file's top fields from its rows' parts: the A/A runs it holds, their
+    processes, and its date, the oldest run's (the noise is as old as its oldest part)."""
+    sources = {_source_key(p["source"]): p["source"] for r in rows for p in parts_of({}, r)}
+    return {"sources": list(sources.values()),
+            "processes": sum(x.get("processes") or 0 for x in sources.values()),
+            "date": min(str(x.get("date")) for x in sources.values())}
 
 
 def pooled_row(key: tuple, parts: list[dict]) -> dict:
@@ -419,9 +448,9 @@ def pooled_row(key: tuple, parts: list[dict]) -> dict:
     GPU, tails included); `parts` keeps each GPU's own."""
     dof = sum(p["dof"] for p in parts)
     var = sum(p["dof"] * p["sigma"] ** 2 for p in parts) / dof
-    m0 = parts[0]["median"]
+    m0 = next((p["median"] for p in parts if p.get("median")), None)
     values = [v * m0 / p["median"] for p in parts if p.get("median")
-              for v in p.get("values") or [] if v is not None]
+              for v in p.get("values") or [] if v is not None]   # a part without one: none
     return {"kernel": key[0], "size": key[1], "metric": key[2], "sigma": math.sqrt(var),
             "dof": dof, "median": m0, "values": values, "parts": parts}
 
@@ -450,26 +479,20 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
         cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
         if cal is None or cal.machine != machine:
             raise Refused(f"--pool {path}: {why or 'made for another machine'}")
-        theirs = {(r["kernel"], r["size"], r["metric"]): parts_of(cal.doc, r)
+        # parts the base already holds (a lane's file starts as a copy of it, and keeps the
+        # rows it did not measure again) are not counted twice
+        theirs = {(r["kernel"], r["size"], r["metric"]):
+                  [p for p in parts_of(cal.doc, r) if _source_key(p["source"]) not in seen]
                   for r in cal.doc.get("noise") or []}
-        new = {_source_key(p["source"]) for ps in theirs.values() for p in ps}
-        if not new or new & seen:
+        if not any(theirs.values()):
             raise Refused(f"--pool {path}: its noise is already in the base file (or it has "
                           "none)")
-        seen |= new
         for key, ps in theirs.items():
             parts.setdefault(key, []).extend(ps)
-    rows = [pooled_row(key, ps) if len(ps) > 1 else {**{k: v for k, v in ps[0].items()
-                                                         if k != "source"},
-                                                     "kernel": key[0], "size": key[1],
-                                                     "metric": key[2], "parts": ps}
-            for key, ps in sorted(parts.items())]
-    sources = {_source_key(p["source"]): p["source"] for r in rows for p in r["parts"]}
+        seen |= {_source_key(p["source"]) for ps in theirs.values() for p in ps}
+    rows = [pooled_row(key, ps) for key, ps in sorted(parts.items())]
     doc = {k: v for k, v in base.doc.items() if k not in ("schema", "machine", "policy")}
-    doc.update({"noise": rows, "sources": list(sources.values()),
-                "processes": sum(s.get("processes") or 0 for s in sources.values()),
-                # the noise is as old as its oldest part
-                "date": min(str(s.get("date")) for s in sources.values()),
+    doc.update({"noise": rows, **pool_summary(rows),
                 "shares": [], "trials": 0, "detection": [], "summary": []})
     if base.doc.get("detection"):
         log(f"calibrate: the detection table of {len({d['trial'] for d in base.doc['detection']})} "
