@@ -812,3 +812,41 @@ def test_a_lane_copy_pools_only_what_it_measured_and_new_aa_joins_a_pooled_file(
     assert cal.prior("07", "8192", "tflops").dof == 4 + 9
     assert cal.prior("09", "4096", "tflops").dof == 4
     assert cal.doc["date"] == "2026-11-30T10:00:00Z" and len(cal.doc["sources"]) == 2
+
+
+def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_path):
+    """Whether a slow A/A process was slow on all its operand placements or on a few (07 at
+    2048's tail) can be read from the file: the A/A rows and the trials' TFLOPS rows keep the
+    kernel's median per placement, per process, as `gemm measure` reported them."""
+    from gemm.track import abtest, calibrate
+    from gemm.track.gate import GateConfig
+    doc = {"records": [
+        {"kernel": "07", "size": "2048", "role": "kernel",
+         "kernel_time": {"per_set": [{"median_s": 4.1e-4}, {"median_s": 4.2e-4}]}},
+        {"kernel": "cublas_fp32", "size": "2048", "role": "baseline",
+         "baseline_time": {"per_set": [{"median_s": 3.4e-4}]}},
+        {"kernel": "05", "size": "2048", "role": "kernel", "kernel_time": {}}]}
+    assert abtest.placements(doc) == {("07", "2048"): [4.1e-4, 4.2e-4]}
+    n = [0]
+
+    def measure(root, series, env=None, sets=None, **kw):
+        n[0] += 1
+        slow = 1.0 + 0.005 * (n[0] % 3 == 0)
+        if sets is not None:
+            sets.update({("07", "2048"): [4.1e-4 * slow, 4.1e-4]})
+        share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
+        return {("07", "2048", m): 41.0 / slow / (1 + share) for m in calibrate.METRICS}
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    got, _, _, _ = calibrate.noise(".", ["07"], ["2048"], 3, lambda s: None)
+    rows = {r["metric"]: r for r in calibrate.noise_rows(got)}
+    assert rows["tflops"]["placements"] == [[4.1e-4, 4.1e-4], [4.1e-4, 4.1e-4],
+                                            [4.1e-4 * 1.005, 4.1e-4]]
+    assert "placements" not in rows["pct_of_cublas"]
+    values = {}
+    calibrate.trial(".", ["07"], ["2048"], [0.02], GateConfig(),
+                    {("07", "2048", m): decision.Noise(0.002, 29) for m in calibrate.METRICS},
+                    lambda s: None, values=values)
+    kept = values[("07", "2048", "tflops", 0.02)]
+    assert len(kept["placements"]["ref"]) == len(kept["ref"]) >= 2
+    assert all(len(p) == 2 for p in kept["placements"]["new"])
+    assert "placements" not in values[("07", "2048", "pct_of_cublas", 0.02)]

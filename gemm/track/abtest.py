@@ -161,12 +161,27 @@ def series_of(pairs) -> dict[str, list[str]]:
     return out
 
 
+def placements(doc: dict) -> dict:
+    """{(kernel, size): [the kernel's median time (s) on each operand placement]} of a
+    gemm.measure/1 document whose records say (Measurement.per_set, CONFIRM's 5 placements;
+    documents from before per_set existed give {}): whether a slow process was slow on every
+    placement or on a few."""
+    out = {}
+    for r in doc.get("records") or []:
+        sets = (r.get("kernel_time") or {}).get("per_set") or []
+        if r.get("role") == "kernel" and sets:
+            out[(r["kernel"], r["size"])] = [x.get("median_s") for x in sets]
+    return out
+
+
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
-            env: dict | None = None, device: dict | None = None) -> dict:
+            env: dict | None = None, device: dict | None = None,
+            sets: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
     One `gemm measure` process per group of kernels with the same sizes (its kernels in one
-    worker process there from 85c2a17 on, each in its own before); `env` adds variables (gemm calibrate's fault injection);
-    `device`, if given, is filled with the measuring GPU's description."""
+    worker process there from 85c2a17 on, each in its own before); `env` adds variables
+    (gemm calibrate's fault injection); `device`, if given, is filled with the measuring
+    GPU's description, and `sets` with the kernels' per-placement medians (`placements`)."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):
         out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
@@ -191,6 +206,8 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
                 got = _values(doc, tree, legacy=False)
                 if device is not None and doc.get("device"):
                     device.update(doc["device"])
+                if sets is not None:
+                    sets.update(placements(doc))
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 raise ABError(f"measuring {what} with the code of {tree.name} failed "
                               f"(exit {out.returncode}, {type(exc).__name__}): "

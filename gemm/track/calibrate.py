@@ -85,12 +85,16 @@ def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict, int, b
     device: dict = {}
     for i in range(processes):
         log(f"calibrate: A/A process {i + 1}/{processes}: {', '.join(kernels)} at {', '.join(sizes)}")
+        sets: dict = {}
         try:
-            measured = abtest.measure(Path(root), _series(kernels, sizes), device=device)
+            measured = abtest.measure(Path(root), _series(kernels, sizes), device=device,
+                                      sets=sets)
         except KeyboardInterrupt:
             return got, device, i, True
         for key, v in measured.items():
             got.setdefault(key, []).append(v)
+        for (k, sz), medians in sets.items():   # kept beside the values (noise_rows)
+            got.setdefault(("sets", k, sz), []).append(medians)
     return got, device, processes, False
 
 
@@ -99,12 +103,16 @@ def noise_rows(got: dict, source: dict | None = None) -> list[dict]:
     given, says where they were measured (kept in each row: a file's rows may come from
     different runs, and pooling must tell them apart)."""
     rows = []
-    for key, values in sorted(got.items()):
+    for key, values in sorted((k, v) for k, v in got.items() if k[0] != "sets"):
         sd = sigma_of(values)
         if sd is not None:
-            rows.append({"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
-                         "dof": sd[1], "median": stats.median([v for v in values if v]),
-                         "values": values, **({"source": source} if source else {})})
+            row = {"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
+                   "dof": sd[1], "median": stats.median([v for v in values if v]),
+                   "values": values, **({"source": source} if source else {})}
+            sets = got.get(("sets", key[0], key[1]))
+            if key[2] == "tflops" and sets and len(sets) == len(values):
+                row["placements"] = sets   # per process: the kernel's median s per placement
+            rows.append(row)
     return rows
 
 
@@ -125,6 +133,7 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
     # every look, and the one restart its A/A control allows
     family = len(keys) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
     vals: dict = {}           # (arm, key) -> [values]; arm: "ref" or a share
+    places: dict = {}         # (arm, key) -> [per-placement medians per process] (TFLOPS keys)
     decided: dict = {}
     spent = {sh: 0.0 for sh in shares}
     stopped = {} if stopped is None else stopped
@@ -133,6 +142,10 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
     def effect(sh, key, rounds: int):
         ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
         values[key + (sh,)] = {"ref": ref[:2 * rounds], "new": new[:2 * rounds]}
+        if ("ref", key) in places:
+            values[key + (sh,)]["placements"] = {
+                "ref": places[("ref", key)][:2 * rounds],
+                "new": places.get((sh, key), [])[:2 * rounds]}
         if not ref or not new or None in ref or None in new:
             return None
         # the share's open rounds are the first `rounds`, and so are the reference's
@@ -159,8 +172,11 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
                 f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}: "
                 + "; ".join(f"{k} at {', '.join(s)}" for k, s in cells.items()))
             t0 = clock()
-            for key, v in abtest.measure(Path(root), cells, env=env).items():
+            sets: dict = {}
+            for key, v in abtest.measure(Path(root), cells, env=env, sets=sets).items():
                 vals.setdefault((arm, key), []).append(v)
+                if key[2] == "tflops" and sets:
+                    places.setdefault((arm, key), []).append(sets.get(key[:2]))
             if arm != "ref":
                 spent[arm] += 2 * (clock() - t0)
         if n < cfg.min_rounds:
@@ -428,7 +444,8 @@ def parts_of(doc: dict, row: dict) -> list[dict]:
     if row.get("parts"):
         return row["parts"]
     return [{"source": row.get("source") or source_of(doc), "sigma": row["sigma"],
-             "dof": row["dof"], "median": row.get("median"), "values": row.get("values") or []}]
+             "dof": row["dof"], "median": row.get("median"), "values": row.get("values") or [],
+             **({"placements": row["placements"]} if row.get("placements") else {})}]
 
 
 def pool_summary(rows: list[dict]) -> dict:
