@@ -480,7 +480,7 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     """The A/A noise of the calibration files `others` (other GPUs of the same name, e.g. the
     lent machines' lanes) pooled into this machine's file in `out_dir`, series by series
     (pooled_row). For a runner that is one of many GPUs (a pool of lent H200s, whose A/A spread
-    differs by up to 2x from one to another on some series), one GPU's calibration misstates
+    differs several-fold from one to another on some series), one GPU's calibration misstates
     the next one's noise; the pooled one is the noise of the pool. Each file must be usable
     (machine, GPU name, policy, age) and add GPUs the base file has not pooled yet; nothing
     is measured. The detection table is emptied (its trials were made with other noise)."""
