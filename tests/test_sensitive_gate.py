@@ -837,8 +837,9 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
         share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
         return {("07", "2048", m): 41.0 / slow / (1 + share) for m in calibrate.METRICS}
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
-    got, _, _, _ = calibrate.noise(".", ["07"], ["2048"], 3, lambda s: None)
-    rows = {r["metric"]: r for r in calibrate.noise_rows(got)}
+    places: dict = {}
+    got, _, _, _ = calibrate.noise(".", ["07"], ["2048"], 3, lambda s: None, places)
+    rows = {r["metric"]: r for r in calibrate.noise_rows(got, placements=places)}
     assert rows["tflops"]["placements"] == [[4.1e-4, 4.1e-4], [4.1e-4, 4.1e-4],
                                             [4.1e-4 * 1.005, 4.1e-4]]
     assert "placements" not in rows["pct_of_cublas"]

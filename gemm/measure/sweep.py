@@ -21,7 +21,7 @@ import time
 from ..core import metrics
 from ..core.policy import Policy
 from ..core.problem import Problem
-from .worker import EXIT_CONTEXT_LOST, EXIT_NO_GPU, INFO_TAG, TAG
+from .worker import EXIT_CONTEXT_LOST, EXIT_NO_GPU, INFO_TAG, TAG, failed_record
 
 SCHEMA = "gemm.measure/1"
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,9 +84,8 @@ def _parse(line: str):
 
 def _crashed(name: str, p: Problem, exit_info: dict) -> dict:
     why = "timed out" if exit_info["timed_out"] else f"exit {exit_info['code']}"
-    return {"kernel": name, "size": p.label, "M": p.M, "N": p.N, "K": p.K, "flops": p.flops,
-            "status": "crashed",
-            "error": f"worker {why}: {exit_info['stderr'].strip()[-1500:]}"}
+    return failed_record(name, p, "crashed",
+                         f"worker {why}: {exit_info['stderr'].strip()[-1500:]}")
 
 
 def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = None,

@@ -37,6 +37,13 @@ def emit(tag: str, obj: dict) -> None:
     sys.stdout.flush()
 
 
+def failed_record(name: str, prob: Problem, status: str, error: str) -> dict:
+    """The record of a pair that never got as far as a Job's record (its target would not
+    open; its worker died): what it was and why it failed."""
+    return {"kernel": name, "size": prob.label, "M": prob.M, "N": prob.N, "K": prob.K,
+            "flops": prob.flops, "status": status, "error": error}
+
+
 def triage(exc: Exception) -> tuple[str, bool]:
     """(status, context lost?): after these errors the CUDA context is unusable."""
     text = f"{type(exc).__name__} {exc}".lower()
@@ -303,9 +310,7 @@ def run_job(spec: dict) -> int:
             except Exception as exc:   # e.g. a kernel whose launch contract cannot be met
                 job, open_error = None, f"{type(exc).__name__}: {exc}"
         if job is None:
-            emit(TAG, {"kernel": name, "size": prob.label, "M": prob.M, "N": prob.N,
-                       "K": prob.K, "flops": prob.flops, "status": "error",
-                       "error": f"opening {name}: {open_error}"})
+            emit(TAG, failed_record(name, prob, "error", f"opening {name}: {open_error}"))
             if not _context_alive(worker):
                 return EXIT_CONTEXT_LOST
             continue

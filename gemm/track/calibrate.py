@@ -78,9 +78,12 @@ def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
     return r, (sum(abs(x - m) > cut * r for x in vals) if r > 0 else 0)
 
 
-def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict, int, bool]:
+def noise(root, kernels, sizes, processes: int, log,
+          placements: dict | None = None) -> tuple[dict, dict, int, bool]:
     """{(kernel, size, metric): [values per process]}, the GPU's description, the number of
-    processes measured, and whether an interrupt (Ctrl-C, `timeout -s INT`) cut it short."""
+    processes measured, and whether an interrupt (Ctrl-C, `timeout -s INT`) cut it short.
+    `placements`, if given, gets {(kernel, size): [per process, the kernel's median per
+    operand placement]}."""
     got: dict = {}
     device: dict = {}
     for i in range(processes):
@@ -93,23 +96,26 @@ def noise(root, kernels, sizes, processes: int, log) -> tuple[dict, dict, int, b
             return got, device, i, True
         for key, v in measured.items():
             got.setdefault(key, []).append(v)
-        for (k, sz), medians in sets.items():   # kept beside the values (noise_rows)
-            got.setdefault(("sets", k, sz), []).append(medians)
+        if placements is not None:
+            for cell, medians in sets.items():
+                placements.setdefault(cell, []).append(medians)
     return got, device, processes, False
 
 
-def noise_rows(got: dict, source: dict | None = None) -> list[dict]:
+def noise_rows(got: dict, source: dict | None = None,
+               placements: dict | None = None) -> list[dict]:
     """The noise rows of A/A values (series with at least two usable values); `source`, if
     given, says where they were measured (kept in each row: a file's rows may come from
-    different runs, and pooling must tell them apart)."""
+    different runs, and pooling must tell them apart); `placements` (from `noise`) go with
+    the TFLOPS rows."""
     rows = []
-    for key, values in sorted((k, v) for k, v in got.items() if k[0] != "sets"):
+    for key, values in sorted(got.items()):
         sd = sigma_of(values)
         if sd is not None:
             row = {"kernel": key[0], "size": key[1], "metric": key[2], "sigma": sd[0],
                    "dof": sd[1], "median": stats.median([v for v in values if v]),
                    "values": values, **({"source": source} if source else {})}
-            sets = got.get(("sets", key[0], key[1]))
+            sets = (placements or {}).get(key[:2])
             if key[2] == "tflops" and sets and len(sets) == len(values):
                 row["placements"] = sets   # per process: the kernel's median s per placement
             rows.append(row)
@@ -225,11 +231,12 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         raise Refused(f"--processes 0 uses the file's noise, and there is none: {why_not}")
     cut = False
     if processes:
-        got, device, done, cut = noise(root, kernels, sizes, processes, log)
+        places: dict = {}
+        got, device, done, cut = noise(root, kernels, sizes, processes, log, places)
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         source = {"gpu": gpu, "pci_bus_id": device.get("pci_bus_id"), "date": when,
                   "processes": done, "id": secrets.token_hex(6)}
-        rows = noise_rows(got, source)
+        rows = noise_rows(got, source, places)
         if cut:
             # interrupted: what it measured is kept, but never over a file's better noise
             have = {(r["kernel"], r["size"], r["metric"]): r["dof"]
