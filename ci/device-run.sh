@@ -45,6 +45,9 @@ export OUT=$work
 source "$(dirname "$0")/lib.sh"
 t0=$SECONDS
 pack() { tar czf "$work/results.tgz" results verdicts calibration 2>/dev/null; tar czf "$final/bundle.tgz" -C "$work" . 2>/dev/null; }
+# a lane's time limit (ci/device-lanes.sh: timeout signals the whole process group) still brings
+# back the logs so far: the extras' own logs live under $work and are packed only here
+trap 'echo "device-run: stopped by a signal after $((SECONDS - t0)) s; packing what there is"; pack; exit 124' TERM INT
 summary() { gemm show "$@" 2>&1 | tail -n 12; }   # the verdict line of a gemm.regress/1 report
 git config --global --add safe.directory '*' 2>/dev/null
 if [ -f .gitcarry/repo.bundle ] && [ -z "${NO_RESTORE:-}" ]; then
@@ -216,8 +219,10 @@ PY
         git -C "$wt" add -f .falsealarm
         git -C "$wt" -c user.name=fa -c user.email=fa@test commit -qm "false-alarm run $i (no code change; throwaway)"
         sha=$(git -C "$wt" rev-parse HEAD)
+        echo "false-alarm run $i (${sha:0:10}): recording" >> "$work/falsealarm.log"
         record_in "$wt" "$d/results" "$sha" > "$d/record$i.log" 2>&1
         rrc=$?; t2=$SECONDS
+        echo "false-alarm run $i: record exit $rrc in $((t2 - t1)) s; gating" >> "$work/falsealarm.log"; pack
         gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
           --commit "$sha" --record-verdicts --json "$d/run$i.json" > "$d/run$i.log" 2>&1
         grc=$?
