@@ -127,7 +127,9 @@ SUITE = Policy()
 # slow state per operand placement, not per process, and not made by timing cuBLAS in turn.
 # So the 30 samples are spread over 5 placements (each at least 6 samples and 0.05 s): a
 # process is slow there only when 3 of its 5 placements are. The calibration is made under
-# this policy.
+# this policy. (The trials at c79c015 found whole processes slow on all 5 placements as well,
+# about 1 in 8 at 07@2048: docs/probes/h200-c79c015-trials-1-3.txt. Pooling placements does
+# not remove that state.)
 CONFIRM = replace(SUITE, allocations=5, min_samples=6, min_time_s=0.05, max_samples=20,
                   max_time_s=0.6)
 POLICIES = {"suite": SUITE, "confirm": CONFIRM}
