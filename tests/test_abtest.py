@@ -266,3 +266,44 @@ def test_an_arm_measures_under_its_trees_confirm_policy_where_it_has_one(tmp_pat
     abtest.measure(old, {"k": ["512"]})
     assert seen[0][seen[0].index("--policy") + 1] == "confirm"
     assert "--policy" not in seen[1]
+
+
+def test_an_arm_is_one_process_where_the_trees_measure_takes_tasks(tmp_path, monkeypatch):
+    """A tree whose `gemm measure` takes --task measures the whole arm in one process (its
+    pairs in series order), whatever sizes the kernels have; a tree from before it, one
+    process per group of kernels with the same sizes."""
+    new, old = tmp_path / "new", tmp_path / "old"
+    for tree, text in ((new, 'me.add_argument("--task", action="append")\n'), (old, "")):
+        (tree / "gemm" / "cli").mkdir(parents=True)
+        (tree / "gemm" / "cli" / "main.py").write_text(text)
+    monkeypatch.setattr(abtest, "_TASKS", {})
+    assert abtest.has_tasks(new) and not abtest.has_tasks(old)
+    seen = []
+
+    def fake_run(tree, args, timeout, env=None):
+        seen.append((Path(tree).name, args))
+        if "--task" in args:
+            pairs = [args[i + 1].split("@") for i, a in enumerate(args) if a == "--task"]
+        else:
+            ks = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
+            sizes = args[args.index("--sizes") + 1:args.index("--json")]
+            pairs = [(k, s) for k in ks for s in sizes]
+        path = args[args.index("--json") + 1]
+        Path(path).write_text(json.dumps({"values": [
+            {"kernel": k, "size": s, "status": "ok", "metrics": {"tflops": 1.0}}
+            for k, s in pairs]}))
+        return SimpleNamespace(returncode=0, stderr="")
+    monkeypatch.setattr(abtest, "_run", fake_run)
+    monkeypatch.setattr(abtest, "has_entry_point", lambda tree: True)
+    series = {"k1": ["8192"], "k2": ["2048", "8192"], "k3": ["8192"]}
+    got_new, got_old = abtest.measure(new, series), abtest.measure(old, series)
+    assert got_new == got_old
+    assert {k[:2] for k in got_new} == {("k1", "8192"), ("k2", "2048"), ("k2", "8192"),
+                                        ("k3", "8192")}
+    calls = {name: [a for _, a in seen if _ == name] for name in ("new", "old")}
+    assert len(calls["new"]) == 1
+    args = calls["new"][0]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--task"] == [
+        "k1@8192", "k2@2048", "k2@8192", "k3@8192"]
+    assert "--kernel" not in args and "--sizes" not in args
+    assert len(calls["old"]) == 2      # (8192): k1, k3; (2048, 8192): k2

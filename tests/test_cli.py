@@ -73,3 +73,45 @@ def test_the_time_split_of_a_sweep():
     recs[0]["wall"]["open_s"] = {"kernel_load": 1.25, "baseline_open": 0.5}
     assert _time_split(docs, recs) == (" (4 s starting 2 worker processes, 2 s opening "
                                        "targets, 1 s checking, 1 s timing)")
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["measure", "--task", "05@4096", "--kernel", "05"], "not both"),
+    (["measure", "--task", "05@4096", "--sizes", "1024"], "not both"),
+    (["measure", "--task", "05-4096"], "KERNEL@SIZE"),
+    (["measure", "--task", "@4096"], "KERNEL@SIZE"),
+    (["measure", "--task", "zz@4096"], "unknown kernel 'zz'"),
+    (["measure", "--task", "05@12q"], "not N or MxNxK"),
+])
+def test_measure_task_is_checked_before_the_gpu(argv, msg, monkeypatch, capsys):
+    import gemm.cuda.device as dev
+    monkeypatch.setattr(dev, "probe", lambda: (True, ""))   # a GPU: the error still comes first
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.splitlines()) == 1
+
+
+def test_measure_tasks_are_the_pairs_measured_in_their_order(monkeypatch, capsys):
+    """`gemm measure --task K@S ...` hands exactly those pairs to the sweep, in order (the A/B
+    measures one arm in one process with it); --kernel x --sizes is the cross product."""
+    import gemm.cuda.device as dev
+    import gemm.measure.sweep as sw
+    monkeypatch.setattr(dev, "probe", lambda: (True, ""))
+    jobs = []
+
+    def worker(job, timeout=None):
+        jobs.append(job)
+        for name, p in job["tasks"]:
+            yield "result", {"kernel": name, "role": "kernel", "size": str(p["M"]),
+                             "status": "ok"}
+        yield "exit", {"code": 0, "stderr": "", "timed_out": False}
+    monkeypatch.setattr(sw, "run_worker", worker)
+    assert cli.main(["measure", "--task", "07@2048", "--task", "05@4096x4096x1024",
+                     "--task", "07@8192"]) == 0
+    assert [(n, p["M"], p["N"], p["K"]) for n, p in jobs[-1]["tasks"]] == [
+        ("07_bank_conflict_free", 2048, 2048, 2048), ("05_2d_blocktiling", 4096, 4096, 1024),
+        ("07_bank_conflict_free", 8192, 8192, 8192)]
+    assert cli.main(["measure", "-k", "07", "-k", "05", "--sizes", "512", "1024"]) == 0
+    assert [(n[:2], p["M"]) for n, p in jobs[-1]["tasks"]] == [
+        ("07", 512), ("07", 1024), ("05", 512), ("05", 1024)]
+    capsys.readouterr()

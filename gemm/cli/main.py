@@ -100,16 +100,36 @@ def cmd_bench(args) -> int:
     return 1 if bad else 0
 
 
+def _tasks(tasks, kernels, sizes) -> list:
+    """`--task KERNEL@SIZE` pairs, resolved as --kernel and --sizes are; not with those."""
+    if kernels or sizes is not None:
+        raise UsageError("--task names its own kernel and size: give --task, or --kernel and "
+                         "--sizes, not both")
+    out = []
+    for t in tasks:
+        name, at, size = t.rpartition("@")
+        if not at or not name or not size:
+            raise UsageError(f"--task wants KERNEL@SIZE (e.g. 05@4096 or 05@4096x4096x1024), "
+                             f"got {t!r}")
+        out.append((_targets([name], baselines_too=True)[0], _problems([size])[0]))
+    return out
+
+
 def cmd_measure(args) -> int:
     """The stable measuring entry point: a gemm.measure/1 document, nothing else on stdout."""
     if args.probe:
         _need_gpu()
         return 0
-    targets = _targets(args.kernel, baselines_too=True)
-    problems = _problems(args.sizes)
+    if args.task:   # exactly these pairs, in this order (the A/B's arms: one process each)
+        pairs = _tasks(args.task, args.kernel, args.sizes)
+        targets, problems = [], []
+    else:
+        pairs = None
+        targets = _targets(args.kernel, baselines_too=True)
+        problems = _problems(args.sizes if args.sizes is not None else list(shapes.TRACKED))
     policy = _policy(args.mode, args.policy)
     _need_gpu()
-    doc = _sweep(targets, problems, policy=policy)
+    doc = _sweep(targets, problems, policy=policy, pairs=pairs)
     text = json.dumps(doc)
     if args.json in (None, "-"):
         sys.stdout.write(text + "\n")
@@ -481,7 +501,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(the stable entry point scripts and the gate's A/B use)")
     me.add_argument("--kernel", "-k", action="append",
                     help="kernel name or prefix, or a cuBLAS configuration (repeatable)")
-    me.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
+    me.add_argument("--sizes", nargs="+", help="N (square) or MxNxK (default: the tracked sizes)")
+    me.add_argument("--task", action="append", metavar="KERNEL@SIZE",
+                    help="one (kernel, size) pair, instead of --kernel x --sizes (repeatable; "
+                    "measured in the order given)")
     me.add_argument("--mode", default="hot", help="hot (default) or cold L2")
     me.add_argument("--policy", default="suite", choices=list(POLICIES), help=POLICY_HELP)
     me.add_argument("--json", default="-", help="where the document goes (default: stdout)")

@@ -90,15 +90,18 @@ def _crashed(name: str, p: Problem, exit_info: dict) -> dict:
 
 def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = None,
           time_it: bool = True, ab=((1.0, 0.0),), defines: dict | None = None,
-          progress=None) -> dict:
-    """Run every target (kernel name or cuBLAS configuration) on every problem; never raises
-    for a kernel's own failure. `progress(done, total, record)` is called as records come."""
+          progress=None, pairs: list[tuple[str, Problem]] | None = None) -> dict:
+    """Run every target (kernel name or cuBLAS configuration) on every problem, or, with
+    `pairs`, those (target, problem) pairs in that order (targets and problems unused); never
+    raises for a kernel's own failure. `progress(done, total, record)` is called as records
+    come."""
     policy = policy or Policy()
+    left = list(pairs) if pairs is not None else [(n, p) for n in targets for p in problems]
     t0 = time.time()
     out = {"schema": SCHEMA, "package": PACKAGE, "device": None, "policy": policy.as_dict(),
            "records": [], "started": t0, "python": sys.version.split()[0],
            "workers": []}   # per worker process: seconds until ready, and in all
-    total = len(targets) * len(problems)
+    total = len(left)
     done = 0
 
     def add(rec):
@@ -108,8 +111,7 @@ def sweep(targets: list[str], problems: list[Problem], policy: Policy | None = N
         if progress:
             progress(done, total, rec)
 
-    left = [(name, p) for name in targets for p in problems]   # in the order they are run
-    while left:
+    while left:   # in the order they are run
         job = {"tasks": [[name, {"M": p.M, "N": p.N, "K": p.K}] for name, p in left],
                "policy": policy.as_dict(), "time": time_it, "ab": [list(x) for x in ab],
                "defines": defines or {}}

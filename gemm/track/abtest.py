@@ -135,6 +135,22 @@ def policy_args(tree: Path) -> list[str]:
     return ["--policy", "confirm"] if _CONFIRM[tree] else []
 
 
+_TASKS: dict = {}
+
+
+def has_tasks(tree: Path) -> bool:
+    """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (exact pairs, so one process
+    measures an arm whatever sizes its kernels have)? Read from its source, no process start."""
+    tree = Path(tree).resolve()
+    if tree not in _TASKS:
+        try:
+            text = (tree / "gemm" / "cli" / "main.py").read_text()
+        except OSError:
+            text = ""
+        _TASKS[tree] = '"--task"' in text
+    return _TASKS[tree]
+
+
 def _values(got: dict, tree: Path, legacy: bool) -> dict:
     # `python -m gemm` run in the tree imports the tree's gemm (the working directory comes
     # first on sys.path); where the document names its package (all but 6c81ecd's do), check it
@@ -178,10 +194,13 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
             env: dict | None = None, device: dict | None = None,
             sets: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
-    One `gemm measure` process per group of kernels with the same sizes (its kernels in one
-    worker process there from 85c2a17 on, each in its own before); `env` adds variables
-    (gemm calibrate's fault injection); `device`, if given, is filled with the measuring
-    GPU's description, and `sets` with the kernels' per-placement medians (`placements`)."""
+    One `gemm measure` process for all of it where the tree's takes `--task` (the pairs in
+    series order: kernel by kernel, each's sizes in turn; as `--kernel`s x `--sizes` run them
+    when the kernels share their sizes), else one per group of kernels with the same sizes
+    (its kernels in one worker process there from 85c2a17 on, each in its own before); `env`
+    adds variables (gemm calibrate's fault injection); `device`, if given, is filled with the
+    measuring GPU's description, and `sets` with the kernels' per-placement medians
+    (`placements`)."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):
         out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
@@ -191,16 +210,24 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
                           f"{out.stderr.strip()[-400:]}")
         return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
     values = {}
-    groups: dict[tuple, list[str]] = {}
-    for kernel, sizes in series.items():
-        groups.setdefault(tuple(sizes), []).append(kernel)
+    if has_tasks(tree):
+        tasks = []
+        for kernel, sizes in series.items():
+            for size in sizes:
+                tasks += ["--task", f"{kernel}@{size}"]
+        runs = [(list(series), tasks)]
+    else:
+        groups: dict[tuple, list[str]] = {}
+        for kernel, sizes in series.items():
+            groups.setdefault(tuple(sizes), []).append(kernel)
+        runs = [(kernels, [*[x for k in kernels for x in ("--kernel", k)], "--sizes", *sizes])
+                for sizes, kernels in groups.items()]
     with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
-        for i, (sizes, kernels) in enumerate(groups.items()):
+        for i, (kernels, what_args) in enumerate(runs):
             path = Path(tmp) / f"measure-{i}.json"
             what = ", ".join(kernels)
-            out = _run(tree, ["-m", "gemm", "measure", *[x for k in kernels for x in ("--kernel", k)],
-                              "--sizes", *sizes, *policy_args(tree), "--json", str(path)],
-                       timeout, env)
+            out = _run(tree, ["-m", "gemm", "measure", *what_args, *policy_args(tree),
+                              "--json", str(path)], timeout, env)
             try:
                 doc = json.loads(path.read_text())
                 got = _values(doc, tree, legacy=False)
