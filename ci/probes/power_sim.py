@@ -16,7 +16,8 @@ against 0.43 at +1 % on 07@2048 by 5 rounds: an overstatement of what 25 values 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
 Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
-ROUNDS (default 3 5), MAX_ROUNDS (the cap the family is counted with; default
+ROUNDS (default 3 5), HUBER=1 (a third column: huber_rule, a robust alternative;
+HUBER_K its tuning constant, default 1.5), MAX_ROUNDS (the cap the family is counted with; default
 the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
 series of 05, 07, 09 at 2048-8192), SEED.
 """
@@ -31,9 +32,52 @@ from gemm.track.calibrate import robust_sd
 from gemm.track.gate import GateConfig
 
 MAD_EFFICIENCY = 0.37
+HUBER_K = float(os.environ.get("HUBER_K", "1.5"))
+HUBER = os.environ.get("HUBER") == "1"
 
 
-def simulate(logs, share, prior, rounds, cfg, family, rng, trials):
+def gate_rule(ref, new, delta, alpha, family, prior):
+    """The gate's rule (gemm.track.decision.effect_rounds)."""
+    return decision.effect_rounds(ref, new, delta, alpha, family, prior).verdict
+
+
+def huber(xs, scale, k=HUBER_K):
+    """Huber's M-estimate of location of `xs` with the scale fixed (iterated reweighting)."""
+    mu = sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:
+                                                                       len(xs) // 2 + 1]) / 2
+    for _ in range(50):
+        w = [1.0 if abs(x - mu) <= k * scale else k * scale / abs(x - mu) for x in xs]
+        nxt = sum(wi * x for wi, x in zip(w, xs)) / sum(w)
+        if abs(nxt - mu) < 1e-12:
+            break
+        mu = nxt
+    return mu
+
+
+def huber_variance(k=HUBER_K):
+    """Asymptotic variance of the Huber location estimate at the standard normal (per value)."""
+    from scipy.stats import norm
+    inside = norm.cdf(k) - norm.cdf(-k)
+    e_psi2 = inside - 2 * k * norm.pdf(k) + k * k * (1 - inside)
+    return e_psi2 / inside ** 2
+
+
+def huber_rule(ref, new, delta, alpha, family, prior):
+    """An alternative, not the gate's (HUBER=1): each arm's location the Huber estimate of all
+    its process log values (scale: the prior's sd, meant to be the robust sd), so a few
+    processes in a slow state weigh little; the interval d +- t se, se = sd sqrt(v_k (1/n_ref +
+    1/n_new)), t at the prior's degrees of freedom, the gate's level and margins. (It gives up
+    the round blocking, which cancels drift; resampled values have none.)"""
+    from scipy.stats import t as student
+    lr = [math.log(x) for r in ref for x in r]
+    ln = [math.log(x) for r in new for x in r]
+    d = huber(ln, prior.sigma) - huber(lr, prior.sigma)
+    se = prior.sigma * math.sqrt(huber_variance() * (1 / len(lr) + 1 / len(ln)))
+    q = float(student.ppf(1 - alpha / family / 2, prior.dof))
+    return decision.classify(d - q * se, d + q * se, delta / 2)
+
+
+def simulate(logs, share, prior, rounds, cfg, family, rng, trials, rule=gate_rule):
     """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs."""
     delta = cfg.effect_for("4096")
     shift = math.log1p(-share)
@@ -46,7 +90,7 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials):
             new.append([math.exp(rng.choice(logs) + shift) for _ in range(2)])
             if r + 1 < cfg.min_rounds:
                 continue
-            verdict = decision.effect_rounds(ref, new, delta, cfg.alpha, family, prior).verdict
+            verdict = rule(ref, new, delta, cfg.alpha, family, prior)
             if verdict != decision.AMBIGUOUS:
                 break
         drop += verdict == decision.DROP
@@ -67,9 +111,10 @@ def main(argv):
     rng = random.Random(int(os.environ.get("SEED", "1")))
     print(f"{path}: {trials} simulated A/Bs per cell; family {family}; alpha {cfg.alpha}; "
           f"P(DROP) per share, with the sd as the prior (the gate's) | with the robust sd "
-          f"({MAD_EFFICIENCY} of the dof)")
+          f"({MAD_EFFICIENCY} of the dof)"
+          + (f" | Huber locations (k {HUBER_K}) with the robust sd" if HUBER else ""))
     head = "series    sd %  rob %  rounds  " + "  ".join(
-        f"{100 * s:>5.1f} % sd |   rob" for s in shares)
+        f"{100 * s:>5.1f} % sd |   rob" + (" | huber" if HUBER else "") for s in shares)
     print(head)
     for row in doc["noise"]:
         name = f"{row['kernel'][:2]}@{row['size']}"
@@ -92,12 +137,15 @@ def main(argv):
         robust = robust_sd(values)
         # the alternative: the robust sd, with the dof a MAD estimate is worth
         alt = decision.Noise(robust, max(1, round(MAD_EFFICIENCY * row["dof"])))
-        priors = (decision.Noise(row["sigma"], row["dof"]), alt)
+        columns = [(decision.Noise(row["sigma"], row["dof"]), gate_rule), (alt, gate_rule)]
+        if HUBER:
+            columns.append((alt, huber_rule))
         for rounds in rounds_list:
             cells = []
             for share in shares:
-                got = [simulate(logs, share, p, rounds, cfg, family, rng, trials)[0] for p in priors]
-                cells.append(f"{got[0]:>5.3f} | {got[1]:>5.3f}")
+                got = [simulate(logs, share, p, rounds, cfg, family, rng, trials, rule)[0]
+                       for p, rule in columns]
+                cells.append(" | ".join(f"{g:>5.3f}" for g in got))
             print(f"{name:<8} {100 * row['sigma']:5.3f}  "
                   f"{100 * robust:5.3f}  {rounds:>6}  " + "  ".join(cells))
 
