@@ -851,3 +851,23 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
     assert len(kept["placements"]["ref"]) == len(kept["ref"]) >= 2
     assert all(len(p) == 2 for p in kept["placements"]["new"])
     assert "placements" not in values[("07", "2048", "pct_of_cublas", 0.02)]
+
+
+def test_a_trial_names_the_gpu_it_ran_on(tmp_path, monkeypatch):
+    """Each detection row keeps the GPU of its trial (the design counts trials and false-alarm
+    runs per GPU; joined lanes come from different GPUs)."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+
+    def measure(root, series, env=None, **kw):
+        w = 0.97 if env else 1.0        # the injected share's arm: 3 % slower
+        return {(k, s, m): 30.0 * w for k, ss in series.items() for s in ss
+                for m in calibrate.METRICS}
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    _cal_file(tmp_path, trials=())
+    calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.03], 1,
+                  GateConfig(), tmp_path, log=lambda s: None, gpu_name="NVIDIA H200",
+                  gpu="NVIDIA H200 GPU-abc")
+    det = calibration.load(tmp_path, "h200")[0].doc["detection"]
+    assert det and {d["gpu"] for d in det} == {"NVIDIA H200 GPU-abc"}
+    assert {d["verdict"] for d in det if d["metric"] == "tflops"} == {"DROP"}

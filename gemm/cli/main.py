@@ -461,8 +461,10 @@ def _print_detection(doc: dict, note: str) -> None:
         det = doc.get("detection") or []
         per = ", ".join(f"+{100 * float(s):g} %: {len({d['trial'] for d in det if str(d['share']) == s})}"
                         for s in shares)
+        gpus = {d.get("gpu") for d in det if d.get("gpu")}   # kept with trials from 2026-11-30
+        where = f"; trials on {len(gpus)} GPUs named" if gpus else ""
         print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "
-              f"injected delays; trials per share: {per}{note}")
+              f"injected delays; trials per share: {per}{where}{note}")
         print(table(["kernel", "size"] + [f"+{100 * float(s):g} %" for s in shares]
                     + ["smallest always detected"],
                     [[r["kernel"], r["size"]]

@@ -282,7 +282,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
         for (k, sz, m, sh), e in sorted(res.items()):
             p = priors.get((k, sz, m))
-            det.append({"trial": first[sh] + t, "id": tag, "kernel": k, "size": sz, "metric": m,
+            det.append({"trial": first[sh] + t, "id": tag, "gpu": gpu,   # which GPU ran it
+                        "kernel": k, "size": sz, "metric": m,
                         "share": sh, "stopped": stopped.get((k, sz, m, sh)),
                         "verdict": e.verdict if e else "FAILED",
                         "change": e.change if e else None,
