@@ -7,6 +7,7 @@ noise, a drift of the machine, an injected delay read from GEMM_INJECT_DELAY):
   anchor (explicit, tag, file; drift across commits; change points naming the commits),
   `gemm calibrate` end to end, and the gate's verdict page."""
 import json
+import math
 import shutil
 import time
 
@@ -871,3 +872,63 @@ def test_a_trial_names_the_gpu_it_ran_on(tmp_path, monkeypatch):
     det = calibration.load(tmp_path, "h200")[0].doc["detection"]
     assert det and {d["gpu"] for d in det} == {"NVIDIA H200 GPU-abc"}
     assert {d["verdict"] for d in det if d["metric"] == "tflops"} == {"DROP"}
+    assert {d["rule"] for d in det} == {"mean"}     # no A/A values in this file: no tail known
+
+
+def test_the_robust_rule_reads_its_prior_from_the_files_aa_values(tmp_path):
+    """Calibration.robust_prior: from a series' own A/A values (per GPU where pooled); none
+    for a series the file does not hold (no borrowing); GateConfig.decide uses it only when
+    the robust rule is on."""
+    import random
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    rng = random.Random(3)
+    per_gpu = [[41.2 * g * math.exp(rng.gauss(0, 0.001)) * (0.993 if i % 8 == 7 else 1)
+                for i in range(24)] for g in (1.0, 1.02)]
+    quiet = [[47.3 * g * math.exp(rng.gauss(0, 0.001)) for _ in range(24)] for g in (1.0, 1.01)]
+    a = _aa_file(tmp_path / "a", {("07", "2048"): per_gpu[0], ("09", "2048"): quiet[0]},
+                 "00:06.0", gpu="G-a")
+    b = _aa_file(tmp_path / "b", {("07", "2048"): per_gpu[1], ("09", "2048"): quiet[1]},
+                 "00:07.0", gpu="G-b")
+    assert cli_main(["calibrate", "--pool", str(b), "--out", str(a.parent)]) == 0
+    cal = calibration.load(a.parent, "h200")[0]
+    rp = cal.robust_prior("07", "2048", "tflops")
+    assert rp == decision.robust_noise(per_gpu) and rp.sigma < cal.prior("07", "2048", "tflops").sigma
+    assert cal.robust_prior("05", "2048", "tflops") is None        # borrowed noise: no robust prior
+    assert cal.robust_prior("09", "2048", "tflops") is None        # no tail: the mean rule
+    assert decision.robust_noise(quiet) is not None
+    ref = [[41.2, 41.21], [41.19, 41.2 * 0.993]]
+    new = [[40.8, 40.79], [40.81, 40.8]]
+    off, on = GateConfig(robust=False), GateConfig()
+    mean = off.decide(ref, new, 0.01, 40, cal.prior("07", "2048", "tflops"), rp)
+    assert mean == decision.effect_rounds(ref, new, 0.01, off.alpha, 40,
+                                          cal.prior("07", "2048", "tflops"))
+    rob = on.decide(ref, new, 0.01, 40, cal.prior("07", "2048", "tflops"), rp)
+    assert rob == decision.effect_robust(ref, new, 0.01, on.alpha, 40, rp)
+    assert on.decide(ref, new, 0.01, 40, None, None) == decision.effect_rounds(
+        ref, new, 0.01, on.alpha, 40, None)
+
+
+def test_trials_under_the_robust_rule_do_not_join_trials_of_the_mean_rule(tmp_path, monkeypatch):
+    """The file's gate settings name the robust rule only when it is on, so a table made under
+    the mean rule refuses robust trials (--add-trials) and keeps its own settings as they were."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
+        (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
+        for m in calibrate.METRICS})
+    _cal_file(tmp_path, trials=(1,), gate={**_gate_dict(), "max_rounds": GateConfig().max_rounds})
+    with pytest.raises(calibrate.Refused, match="other gate settings"):
+        calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                      GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
+    calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                  GateConfig(robust=False), tmp_path, log=lambda s: None, add_trials=True)
+    doc = calibration.load(tmp_path, "h200")[0].doc
+    assert "robust" not in doc["gate"] and doc["trials"] == 2
+
+
+def _gate_dict():
+    from gemm.track.gate import GateConfig
+    g = GateConfig()
+    return {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
+            "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}

@@ -16,8 +16,9 @@ against 0.43 at +1 % on 07@2048 by 5 rounds: an overstatement of what 25 values 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
 Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
-ROUNDS (default 3 5), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule or
-sandwich_rule, robust alternatives; HUBER_K their tuning constant, default 1.5), MAX_ROUNDS (the cap the family is counted with; default
+ROUNDS (default 3 5), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive
+robust alternative, or the gate's robust rule, GateConfig.robust; HUBER_K the Huber constant,
+default 1.5), MAX_ROUNDS (the cap the family is counted with; default
 the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
 series of 05, 07, 09 at 2048-8192), SEED.
 """
@@ -33,26 +34,12 @@ from gemm.track.gate import GateConfig
 
 MAD_EFFICIENCY = 0.37
 HUBER_K = float(os.environ.get("HUBER_K", "1.5"))
-POOL_RUN = os.environ.get("POOL_RUN") == "1"   # HUBER=sandwich: pool the run's own spread too
 HUBER = {"1": "naive"}.get(os.environ.get("HUBER", ""), os.environ.get("HUBER", ""))
 
 
 def gate_rule(ref, new, delta, alpha, family, prior):
     """The gate's rule (gemm.track.decision.effect_rounds)."""
     return decision.effect_rounds(ref, new, delta, alpha, family, prior).verdict
-
-
-def huber(xs, scale, k=HUBER_K):
-    """Huber's M-estimate of location of `xs` with the scale fixed (iterated reweighting)."""
-    mu = sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:
-                                                                       len(xs) // 2 + 1]) / 2
-    for _ in range(50):
-        w = [1.0 if abs(x - mu) <= k * scale else k * scale / abs(x - mu) for x in xs]
-        nxt = sum(wi * x for wi, x in zip(w, xs)) / sum(w)
-        if abs(nxt - mu) < 1e-12:
-            break
-        mu = nxt
-    return mu
 
 
 def huber_variance(k=HUBER_K):
@@ -72,59 +59,17 @@ def huber_rule(ref, new, delta, alpha, family, prior):
     from scipy.stats import t as student
     lr = [math.log(x) for r in ref for x in r]
     ln = [math.log(x) for r in new for x in r]
-    d = huber(ln, prior.sigma) - huber(lr, prior.sigma)
+    d = (decision.huber_location(ln, prior.sigma, HUBER_K)
+         - decision.huber_location(lr, prior.sigma, HUBER_K))
     se = prior.sigma * math.sqrt(huber_variance() * (1 / len(lr) + 1 / len(ln)))
     q = float(student.ppf(1 - alpha / family / 2, prior.dof))
     return decision.classify(d - q * se, d + q * se, delta / 2)
 
 
-def huber_prior(row, k=HUBER_K):
-    """HUBER=sandwich: the noise of one process's Huber-weighted log value, from the A/A values
-    themselves rather than from the normal: per GPU (a pooled row's parts; else the row), the
-    robust scale s (1.4826 MAD) and the sandwich factor V = mean(psi(u)^2) / mean(psi'(u))^2 of
-    u = (x - Huber location) / s, which a heavy tail (slow processes) makes larger than at the
-    normal; pooled over GPUs weighted by n - 1. Returns (scale, Noise(s sqrt(V), dof)), the
-    dof MAD_EFFICIENCY of the pooled n - 1 (a robust scale is worth fewer)."""
-    parts = row.get("parts") or [row]
-    ss_s = ss_v = w = 0.0
-    for part in parts:
-        xs = [math.log(v) for v in part.get("values") or [] if v]
-        if len(xs) < 3:
-            continue
-        sc = robust_sd([math.exp(x) for x in xs])
-        mu = huber(xs, sc, k)
-        us = [(x - mu) / sc for x in xs]
-        psi2 = sum(min(abs(u), k) ** 2 for u in us) / len(us)
-        dpsi = sum(1.0 for u in us if abs(u) <= k) / len(us)
-        n1 = len(xs) - 1
-        ss_s += n1 * sc * sc
-        ss_v += n1 * sc * sc * psi2 / dpsi ** 2
-        w += n1
-    return math.sqrt(ss_s / w), decision.Noise(math.sqrt(ss_v / w), max(1, round(MAD_EFFICIENCY * w)))
-
-
-def sandwich_rule(scale):
-    """HUBER=sandwich: huber_rule's estimate (Huber locations per arm at the pooled robust
-    `scale`), its interval from huber_prior's noise (the prior passed in)."""
-    def rule(ref, new, delta, alpha, family, prior):
-        from scipy.stats import t as student
-        lr = [math.log(x) for r in ref for x in r]
-        ln = [math.log(x) for r in new for x in r]
-        mr, mn = huber(lr, scale), huber(ln, scale)
-        d = mn - mr
-        var, dof = prior.sigma ** 2, prior.dof
-        if POOL_RUN:   # the arms' own sandwich variance, pooled with the prior's by dof
-            us = [(x - mr) / scale for x in lr] + [(x - mn) / scale for x in ln]
-            dpsi = sum(1.0 for u in us if abs(u) <= HUBER_K) / len(us)
-            run_dof = len(us) - 2
-            if run_dof > 0 and dpsi > 0:
-                v = scale ** 2 * (sum(min(abs(u), HUBER_K) ** 2 for u in us) / run_dof) / dpsi ** 2
-                var = (dof * var + run_dof * v) / (dof + run_dof)
-                dof += run_dof
-        se = math.sqrt(var * (1 / len(lr) + 1 / len(ln)))
-        q = float(student.ppf(1 - alpha / family / 2, dof))
-        return decision.classify(d - q * se, d + q * se, delta / 2)
-    return rule
+def robust_rule(ref, new, delta, alpha, family, prior):
+    """HUBER=sandwich: the gate's robust rule (decision.effect_robust, GateConfig.robust) with
+    its prior from the row's A/A values (decision.robust_noise, per GPU where pooled)."""
+    return decision.effect_robust(ref, new, delta, alpha, family, prior, HUBER_K).verdict
 
 
 def simulate(logs, share, prior, rounds, cfg, family, rng, trials, rule=gate_rule):
@@ -163,8 +108,8 @@ def main(argv):
           f"P(DROP) per share, with the sd as the prior (the gate's) | with the robust sd "
           f"({MAD_EFFICIENCY} of the dof)"
           + ({"naive": f" | Huber locations (k {HUBER_K}) with the robust sd",
-              "sandwich": f" | Huber locations (k {HUBER_K}) with the sandwich sd of the "
-                          f"pooled A/A (huber_prior)"}.get(HUBER, "")))
+              "sandwich": f" | the gate's robust rule (k {HUBER_K}: Huber locations, "
+                          f"sandwich sd of the A/A pooled with the run's)"}.get(HUBER, "")))
     head = "series    sd %  rob %  rounds  " + "  ".join(
         f"{100 * s:>5.1f} % sd |   rob" + (" | huber" if HUBER else "") for s in shares)
     print(head)
@@ -193,8 +138,9 @@ def main(argv):
         if HUBER == "naive":
             columns.append((alt, huber_rule))
         elif HUBER == "sandwich":
-            scale, hp = huber_prior(row)
-            columns.append((hp, sandwich_rule(scale)))
+            parts = [p["values"] for p in row.get("parts") or []] or [row["values"]]
+            columns.append((decision.robust_noise([[v for v in vs if v] for vs in parts],
+                                                  HUBER_K), robust_rule))
         for rounds in rounds_list:
             cells = []
             for share in shares:

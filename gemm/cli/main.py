@@ -354,7 +354,8 @@ def cmd_calibrate(args) -> int:
     gate = GateConfig()
     cfg = GateConfig(min_rounds=gate.min_rounds if args.min_rounds is None else args.min_rounds,
                      max_rounds=gate.max_rounds if args.max_rounds is None else args.max_rounds,
-                     budget_s=gate.budget_s if args.budget is None else args.budget)
+                     budget_s=gate.budget_s if args.budget is None else args.budget,
+                     robust=not args.mean_rule)
     try:
         cfg.validate()
     except ValueError as exc:
@@ -577,6 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--budget", type=float, default=None,
                     help="seconds of A/B per share before no new round starts (default: the "
                     "gate's)")
+    ca.add_argument("--mean-rule", action="store_true",
+                    help="trials decide as gemm regress --mean-rule does (means only)")
     ca.add_argument("--repo", default=".", help="the checkout whose code is measured")
     ca.add_argument("--machine", default=None, help="asv machine name (default: from the GPU)")
     ca.add_argument("--out", default="calibration", help="directory (default calibration/)")

@@ -43,8 +43,12 @@ def add_arguments(p) -> None:
     p.add_argument("--min-rounds", type=int, default=GateConfig.min_rounds,
                    help="A B B A rounds before the first decision (default 1)")
     p.add_argument("--max-rounds", type=int, default=GateConfig.max_rounds,
-                   help="rounds before a candidate is UNRESOLVED (default 5)")
+                   help=f"rounds before a candidate is UNRESOLVED (default {GateConfig.max_rounds})")
     p.add_argument("--strict", action="store_true", help="an UNRESOLVED candidate fails too")
+    p.add_argument("--mean-rule", action="store_true",
+                   help="decide every series by the mean of its processes' log values; by "
+                   "default a series whose calibration shows a heavy tail (a few processes in "
+                   "a slow state) is decided by Huber locations")
     p.add_argument("--budget", type=float, default=GateConfig.budget_s, metavar="S",
                    help="A/B wall time: no new round starts after S seconds (default 180)")
     p.add_argument("--window", type=int, default=GateConfig.window,
@@ -124,7 +128,7 @@ def main(args) -> int:
         cfg = GateConfig(args.k, args.window, _per_class(args.screen, SCREEN, "screen"),
                          _per_class(args.min_effect, MIN_EFFECT, "min-effect"), args.alpha,
                          args.min_rounds, args.max_rounds, not args.no_confirm, args.strict,
-                         args.budget)
+                         args.budget, robust=not args.mean_rule)
         cfg.validate()
     except ValueError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)

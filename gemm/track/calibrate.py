@@ -124,7 +124,7 @@ def noise_rows(got: dict, source: dict | None = None,
 
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
           label: str = "", stopped: dict | None = None, clock=time.monotonic,
-          values: dict | None = None) -> dict:
+          values: dict | None = None, robust_priors: dict | None = None) -> dict:
     """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
 
     As the gate's A/B does (gemm.track.confirm.ABRun), a round measures only what is still
@@ -155,10 +155,10 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
         if not ref or not new or None in ref or None in new:
             return None
         # the share's open rounds are the first `rounds`, and so are the reference's
-        return decision.effect_rounds([ref[j:j + 2] for j in range(0, 2 * rounds, 2)],
-                                      [new[j:j + 2] for j in range(0, 2 * rounds, 2)],
-                                      cfg.effect_for(key[1]), cfg.alpha, family,
-                                      priors.get(key))
+        return cfg.decide([ref[j:j + 2] for j in range(0, 2 * rounds, 2)],
+                          [new[j:j + 2] for j in range(0, 2 * rounds, 2)],
+                          cfg.effect_for(key[1]), family, priors.get(key),
+                          (robust_priors or {}).get(key))
     n = 0
     while n < cfg.max_rounds:
         todo = {sh: [k for k in keys if k + (sh,) not in decided] for sh in shares}
@@ -212,6 +212,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
     gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
+    if cfg.robust:    # named only when on: trials under the mean rule keep their settings
+        gate["robust"] = True
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
         made = (old.doc.get("gate"),) + _measured(old.doc["detection"])
@@ -257,7 +259,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes", "date", "gpu",
                                             "sources") if k in old.doc}
     base["gate"] = gate
-    cal = calibration.Calibration(machine, base.get("gpu_name"), "")
+    cal = calibration.Calibration(machine, base.get("gpu_name"), "", doc={"noise": rows})
     for r in rows:
         cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(r["sigma"], r["dof"])
     # the file's detection table stays until a new trial replaces it (or joins it)
@@ -276,9 +278,11 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                   [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
         stopped: dict = {}
         raw: dict = {}
+        robust = {key: cal.robust_prior(*key) for key in priors} if cfg.robust else {}
         res = trial(root, inject_kernels, inject_sizes, shares, cfg,
                     {k: v for k, v in priors.items() if v is not None}, log,
-                    label=f"trial {t + 1}/{trials}: ", stopped=stopped, values=raw)
+                    label=f"trial {t + 1}/{trials}: ", stopped=stopped, values=raw,
+                    robust_priors={k: v for k, v in robust.items() if v is not None})
         tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
         for (k, sz, m, sh), e in sorted(res.items()):
             p = priors.get((k, sz, m))
@@ -290,6 +294,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
                         "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
                         "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
+                        "rule": "huber" if robust.get((k, sz, m)) is not None else "mean",
                         "values": raw.get((k, sz, m, sh))})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {

@@ -43,6 +43,7 @@ class Calibration:
     date: str
     noise: dict = field(default_factory=dict)      # (kernel, size, metric) -> Noise
     doc: dict = field(default_factory=dict)
+    _robust: dict = field(default_factory=dict, repr=False)   # robust_prior's, computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
         """The series' own calibrated noise; else, borrowed, the largest sigma any calibrated
@@ -60,6 +61,30 @@ class Calibration:
         if not same:
             return None
         return Noise(max(n.sigma for n in same), min(n.dof for n in same))
+
+    def robust_prior(self, kernel: str, size: str, metric: str):
+        """The series' own prior for the robust rule (decision.RobustNoise), from its A/A
+        process values in the file (per GPU where the row is pooled), where the series has a
+        heavy tail: its calibrated sd over decision.TAIL_RATIO times the sd of a
+        Huber-weighted value (07 at 2048: 1.65 for TFLOPS; every other calibrated series
+        0.90-1.10). None elsewhere (the mean rule is as good there and keeps more degrees of
+        freedom), where the series was not calibrated itself (no borrowing: a tail is a
+        series' own) or has too few values."""
+        key = (kernel, size, metric)
+        if key not in self._robust:
+            from .decision import TAIL_RATIO, robust_noise
+            row = next((r for r in self.doc.get("noise", [])
+                        if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
+            parts = [p.get("values") or [] for p in (row or {}).get("parts") or []] or (
+                [row.get("values") or []] if row else [])
+            try:
+                rn = robust_noise([[v for v in vs if v] for vs in parts])
+            except ValueError:
+                rn = None
+            own = self.noise.get(key)
+            self._robust[key] = rn if (rn is not None and own is not None
+                                       and own.sigma > TAIL_RATIO * rn.sigma) else None
+        return self._robust[key]
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
         return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None

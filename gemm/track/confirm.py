@@ -159,14 +159,19 @@ class ABRun:
             if hit:
                 self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
 
+    def robust_prior(self, r: Row):
+        return (self.cal.robust_prior(r.kernel, r.size, r.metric)
+                if self.cal is not None and self.cfg.robust else None)
+
     def effect(self, i: int):
-        """Comparison i's effect, round by round (decision.effect_rounds)."""
+        """Comparison i's effect (GateConfig.decide: round by round by means, or by Huber
+        locations where the robust rule is on)."""
         r, c = self.comps[i]
         v, nv = self.arm(c, r), self.arm("new", r)["new"]
         refs = [[a, b] for a, b in zip(v["first"], v["last"])]
         news = [list(p) for p in zip(nv[0::2], nv[1::2])]
-        return decision.effect_rounds(refs, news, r.min_effect, self.cfg.alpha, self.family,
-                                      self.prior(r))
+        return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r),
+                               self.robust_prior(r))
 
     def run(self) -> None:
         restarts, n, total = 0, 0, 0
@@ -251,6 +256,8 @@ class ABRun:
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
                 if self.cal is not None and self.cal.borrowed(r.kernel, r.size, r.metric):
                     parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
+                elif self.robust_prior(r) is not None:
+                    parts[-1] += " (Huber locations: the robust rule)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "MOOT" if i in self.moot else "UNRESOLVED",
                                   "change": e.change,

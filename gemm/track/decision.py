@@ -219,3 +219,128 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
         if (t + z) * sigma / math.sqrt(r) <= delta / 2:
             return r
     return cap
+
+
+# --- The robust rule (GateConfig.robust, on by default; for series with a heavy tail) ---------
+# Some series have processes in a slow state: 07 at 2048 runs about 1 process in 8 some 0.7 %
+# slow on all its operand placements (docs/probes/h200-c79c015-trials-1-3.txt). The mean of
+# log values takes such a process in at full weight, and the calibrated sd that covers it
+# (0.22 % against a robust 0.13 %) needs ~8 rounds for a 1 % drop. A Huber M-estimate of each
+# arm's location weighs such a process down instead; its interval's noise is the sandwich
+# variance of the Huber-weighted values, from the A/A values themselves (so the tail it
+# down-weights still widens it as much as it must), pooled with the run's own.
+# ci/probes/power_sim.py HUBER=sandwich POOL_RUN=1 replays it on the measured A/A values.
+
+HUBER_K = 1.5      # in robust sds: the usual choice (~96 % efficient on normal data)
+TAIL_RATIO = 1.25  # a series decides by Huber locations where its calibrated sd exceeds the
+                   # sd of a Huber-weighted value by this (gemm.track.calibration.robust_prior)
+
+
+@dataclass(frozen=True)
+class RobustNoise:
+    """A calibrated prior for effect_robust: `scale` (the robust sd of a process's log value,
+    which sets Huber's cut-off) and `sigma` (the sd of one process's Huber-weighted log value,
+    the sandwich estimate), with `dof` degrees of freedom."""
+    scale: float
+    sigma: float
+    dof: int
+
+    def __post_init__(self) -> None:
+        if not (self.scale > 0 and self.sigma > 0 and math.isfinite(self.scale)
+                and math.isfinite(self.sigma)) or self.dof < 1:
+            raise ValueError(f"robust noise needs scale, sigma > 0 and dof >= 1, got "
+                             f"{self.scale}, {self.sigma}, {self.dof}")
+
+
+def huber_location(xs: list[float], scale: float, k: float = HUBER_K) -> float:
+    """Huber's M-estimate of the location of `xs` at a fixed `scale` (iteratively reweighted
+    from the median): values within k scales count fully, those beyond by k scale / |x - mu|."""
+    if not xs:
+        raise ValueError("a location needs at least one value")
+    s = sorted(xs)
+    n = len(s)
+    mu = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    if scale <= 0:
+        return mu
+    for _ in range(100):
+        w = [1.0 if abs(x - mu) <= k * scale else k * scale / abs(x - mu) for x in xs]
+        nxt = sum(wi * x for wi, x in zip(w, xs)) / sum(w)
+        if abs(nxt - mu) <= 1e-12 * max(1.0, abs(mu)):
+            return nxt
+        mu = nxt
+    return mu
+
+
+def _sandwich(groups: list[list[float]], scale: float, k: float) -> tuple[float, int] | None:
+    """(variance of one value's Huber-weighted contribution, dof) from groups of values, each
+    around its own Huber location: scale^2 sum(psi(u)^2) / dof / mean(psi'(u))^2, u the
+    residuals in scales, dof the values less one per group. None without a dof or an inlier."""
+    us = []
+    for xs in groups:
+        if xs:
+            mu = huber_location(xs, scale, k)
+            us += [(x - mu) / scale for x in xs]
+    dof = len(us) - sum(1 for xs in groups if xs)
+    inside = sum(1.0 for u in us if abs(u) <= k) / len(us) if us else 0.0
+    if dof < 1 or inside <= 0:
+        return None
+    return scale ** 2 * sum(min(abs(u), k) ** 2 for u in us) / dof / inside ** 2, dof
+
+
+def robust_noise(parts: list[list[float]], k: float = HUBER_K,
+                 dof_share: float = 0.37) -> RobustNoise | None:
+    """The prior for effect_robust from A/A process values (one list per GPU, positive
+    numbers): per GPU the robust sd of its log values (1.4826 MAD) and the sandwich variance
+    around its own Huber location, each pooled over GPUs weighted by n - 1 (one GPU's offset
+    from another is not noise). Its dof: `dof_share` of the pooled n - 1 (a robust spread is
+    worth fewer degrees of freedom than a variance: 0.37 is the MAD's efficiency at the
+    normal, a conservative stand-in). None where no GPU has 3 values."""
+    from ..core.stats import robust_sigma
+    w = ss_scale = ss_var = 0.0
+    for values in parts:
+        xs = _logs(values)
+        if len(xs) < 3:
+            continue
+        sc = robust_sigma(xs)
+        if not sc > 0:
+            continue
+        got = _sandwich([xs], sc, k)
+        if got is None:
+            continue
+        n1 = len(xs) - 1
+        w += n1
+        ss_scale += n1 * sc * sc
+        ss_var += n1 * got[0]
+    if not w:
+        return None
+    return RobustNoise(math.sqrt(ss_scale / w), math.sqrt(ss_var / w),
+                       max(1, round(dof_share * w)))
+
+
+def effect_robust(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
+                  prior: RobustNoise | None = None, k: float = HUBER_K) -> Effect:
+    """The effect as the difference of the arms' Huber locations of their process log values
+    (all rounds together: in A B B A every round gives each arm the same mid-round time, so a
+    drift cancels in the arms' locations as in their means), at the calibrated `scale`. Its
+    interval: Student's t at the gate's level, the per-value sd the prior's sandwich estimate
+    pooled by dof with the run's own (each arm around its own location). Without a prior this
+    is effect_rounds (the mean rule): no scale is known to cut at."""
+    if prior is None:
+        return effect_rounds(ref_rounds, new_rounds, delta, alpha, family, None)
+    _check(delta, alpha, family)
+    from scipy import stats as st
+    lr = [x for r in ref_rounds for x in _logs(r)]
+    ln = [x for r in new_rounds for x in _logs(r)]
+    if not lr or not ln:
+        raise ValueError("each arm needs at least one process value")
+    d = huber_location(ln, prior.scale, k) - huber_location(lr, prior.scale, k)
+    var, dof = prior.sigma ** 2, prior.dof
+    run = _sandwich([lr, ln], prior.scale, k)
+    if run is not None:
+        var = (dof * var + run[1] * run[0]) / (dof + run[1])
+        dof += run[1]
+    sd = math.sqrt(var)
+    se = sd * math.sqrt(1 / len(lr) + 1 / len(ln))
+    t = float(st.t.ppf(1 - alpha / family / 2, dof))
+    lo, hi = d - t * se, d + t * se
+    return Effect(d, lo, hi, sd, dof, len(lr), len(ln), classify(lo, hi, delta / 2))

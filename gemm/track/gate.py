@@ -60,6 +60,19 @@ class GateConfig:
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
     budget_s: float = 180.0      # A/B wall time; no new round starts past it
+    robust: bool = True          # the A/B decides by Huber locations where the series' own
+                                 # calibration shows a heavy tail (calibration.robust_prior:
+                                 # 07 at 2048 today), by means elsewhere; False: means only
+
+    def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
+        """The A/B's effect and verdict for one series: decision.effect_robust with the
+        series' robust prior where `robust` is on and it has one (a heavy tail), else
+        decision.effect_rounds (the mean rule) with its calibrated noise."""
+        from . import decision
+        if self.robust and robust_prior is not None:
+            return decision.effect_robust(ref_rounds, new_rounds, delta, self.alpha, family,
+                                          robust_prior)
+        return decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family, prior)
 
     def validate(self) -> None:
         if self.k <= 0 or self.window < 1:
