@@ -307,3 +307,25 @@ def test_an_arm_is_one_process_where_the_trees_measure_takes_tasks(tmp_path, mon
         "k1@8192", "k2@2048", "k2@8192", "k3@8192"]
     assert "--kernel" not in args and "--sizes" not in args
     assert len(calls["old"]) == 2      # (8192): k1, k3; (2048, 8192): k2
+
+
+def test_an_arm_is_measured_per_group_when_told_so(tmp_path, monkeypatch):
+    """tasks=False (an A/B with a tree that lacks --task): every arm per group, alike."""
+    new = tmp_path / "new"
+    (new / "gemm" / "cli").mkdir(parents=True)
+    (new / "gemm" / "cli" / "main.py").write_text('me.add_argument("--task")\n')
+    monkeypatch.setattr(abtest, "_TASKS", {})
+    seen = []
+
+    def fake_run(tree, args, timeout, env=None):
+        seen.append(args)
+        ks = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
+        sizes = args[args.index("--sizes") + 1:args.index("--json")]
+        Path(args[args.index("--json") + 1]).write_text(json.dumps({"values": [
+            {"kernel": k, "size": s, "status": "ok", "metrics": {"tflops": 1.0}}
+            for k in ks for s in sizes]}))
+        return SimpleNamespace(returncode=0, stderr="")
+    monkeypatch.setattr(abtest, "_run", fake_run)
+    monkeypatch.setattr(abtest, "has_entry_point", lambda tree: True)
+    abtest.measure(new, {"k1": ["8192"], "k2": ["2048"]}, tasks=False)
+    assert len(seen) == 2 and all("--task" not in a for a in seen)

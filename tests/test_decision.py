@@ -184,3 +184,22 @@ def test_robust_noise_refuses_nonsense():
         d.RobustNoise(0.0, 0.001, 10)
     with pytest.raises(ValueError):
         d.RobustNoise(0.001, 0.001, 0)
+
+
+def test_one_round_of_the_robust_rule_is_as_wide_as_the_plain_spread():
+    """At two values per arm the Huber location is the mean: nothing is down-weighted, so the
+    interval must not be the sandwich's (a review's case: a true -0.45 % with both new
+    processes in the slow state was called a DROP at one round). The prior carries, per arm
+    size, the resampled spread of the Huber location."""
+    aa = slow_state(41.2, 64, 31, slow_every=5)
+    p = d.robust_noise([aa])
+    assert p.factor(2) > 1.5 and p.factor(16) < p.factor(2)
+    assert all(a >= b for a, b in zip(p.small, p.small[1:]))        # never credited for fewer
+    ref = [[41.0, 41.0205]]
+    new = [[41 * (1 - 0.0045) * 0.9925, 41 * (1 - 0.0045) * 0.992]]
+    # 07@2048's prior at 4d214ef (scale 0.118 %, sandwich sd 0.134 %, 25 dof), with and
+    # without this sample's small-sample factors
+    asymptotic = d.RobustNoise(0.00118, 0.00134, 25)
+    assert d.effect_robust(ref, new, 0.01, 1e-3, 16, asymptotic).verdict == d.DROP
+    widened = d.RobustNoise(0.00118, 0.00134, 25, p.small)
+    assert d.effect_robust(ref, new, 0.01, 1e-3, 16, widened).verdict != d.DROP

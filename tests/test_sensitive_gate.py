@@ -880,7 +880,6 @@ def test_the_robust_rule_reads_its_prior_from_the_files_aa_values(tmp_path):
     for a series the file does not hold (no borrowing); GateConfig.decide uses it only when
     the robust rule is on."""
     import random
-    from gemm.track import calibrate
     from gemm.track.gate import GateConfig
     rng = random.Random(3)
     per_gpu = [[41.2 * g * math.exp(rng.gauss(0, 0.001)) * (0.993 if i % 8 == 7 else 1)

@@ -16,7 +16,7 @@ against 0.43 at +1 % on 07@2048 by 5 rounds: an overstatement of what 25 values 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
 Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
-ROUNDS (default 3 5), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive
+ROUNDS (default 3 5), FAMILY (the Bonferroni family; default a trial's), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive
 robust alternative, or the gate's robust rule, GateConfig.robust; HUBER_K the Huber constant,
 default 1.5), MAX_ROUNDS (the cap the family is counted with; default
 the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
@@ -99,7 +99,8 @@ def main(argv):
     doc = json.load(open(path))
     cfg = GateConfig()
     cap = int(os.environ.get("MAX_ROUNDS", cfg.max_rounds))   # the gate's cap sets the family
-    family = 18 * (cap - cfg.min_rounds + 1) * 2
+    # a calibration trial's family (18 series); FAMILY=16 is one comparison's (the smallest)
+    family = int(os.environ.get("FAMILY", 18 * (cap - cfg.min_rounds + 1) * 2))
     rounds_list = [int(x) for x in os.environ.get("ROUNDS", "3 5").split()]
     shares = [float(x) for x in os.environ.get("SHARES", "0 0.005 0.01 0.02").split()]
     want = os.environ.get("SERIES", "").split()

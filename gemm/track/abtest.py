@@ -192,7 +192,7 @@ def placements(doc: dict) -> dict:
 
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None) -> dict:
+            sets: dict | None = None, tasks: bool | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
     One `gemm measure` process for all of it where the tree's takes `--task` (the pairs in
     series order: kernel by kernel, each's sizes in turn; as `--kernel`s x `--sizes` run them
@@ -200,7 +200,8 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
     (its kernels in one worker process there from 85c2a17 on, each in its own before); `env`
     adds variables (gemm calibrate's fault injection); `device`, if given, is filled with the
     measuring GPU's description, and `sets` with the kernels' per-placement medians
-    (`placements`)."""
+    (`placements`). `tasks` False measures per group even where the tree has --task (an
+    A/B whose other trees lack it measures every arm alike: gemm.track.confirm)."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):
         out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
@@ -210,12 +211,12 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
                           f"{out.stderr.strip()[-400:]}")
         return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
     values = {}
-    if has_tasks(tree):
-        tasks = []
+    if tasks is not False and has_tasks(tree):
+        pairs = []
         for kernel, sizes in series.items():
             for size in sizes:
-                tasks += ["--task", f"{kernel}@{size}"]
-        runs = [(list(series), tasks)]
+                pairs += ["--task", f"{kernel}@{size}"]
+        runs = [(list(series), pairs)]
     else:
         groups: dict[tuple, list[str]] = {}
         for kernel, sizes in series.items():

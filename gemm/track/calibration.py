@@ -43,7 +43,7 @@ class Calibration:
     date: str
     noise: dict = field(default_factory=dict)      # (kernel, size, metric) -> Noise
     doc: dict = field(default_factory=dict)
-    _robust: dict = field(default_factory=dict, repr=False)   # robust_prior's, computed once
+    _robust: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
         """The series' own calibrated noise; else, borrowed, the largest sigma any calibrated

@@ -111,7 +111,9 @@ class ABRun:
                      f"{'new' if pos == 'new' else 'reference'} {sha[:10]}: "
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
-            for key, v in abtest.measure(self.tree[sha], what).items():
+            # every arm in the same layout: one process each only where every tree can
+            alike = all(abtest.has_tasks(t) for t in self.tree.values())
+            for key, v in abtest.measure(self.tree[sha], what, tasks=alike).items():
                 self.values.setdefault((arm, key), {"first": [], "last": [], "new": [],
                                                     "k": []})[pos].append(v)
 

@@ -50,7 +50,7 @@ class Noise:
 
 @dataclass(frozen=True)
 class Effect:
-    estimate: float     # d = mean(log new) - mean(log ref)
+    estimate: float     # d = mean(log new) - mean(log ref) (the robust rule: Huber locations)
     lo: float
     hi: float
     sigma: float        # pooled sd of one process's log value
@@ -239,17 +239,30 @@ TAIL_RATIO = 1.25  # a series decides by Huber locations where its calibrated sd
 @dataclass(frozen=True)
 class RobustNoise:
     """A calibrated prior for effect_robust: `scale` (the robust sd of a process's log value,
-    which sets Huber's cut-off) and `sigma` (the sd of one process's Huber-weighted log value,
-    the sandwich estimate), with `dof` degrees of freedom."""
+    which sets Huber's cut-off), `sigma` (the sd of one process's Huber-weighted log value,
+    the large-sample sandwich estimate), `dof` degrees of freedom, and `small`: for an arm of
+    n = 1, 2, ... values, the variance of its Huber location times n, from resampling the A/A
+    values, relative to sigma^2 (few values are barely down-weighted: at n = 2 the Huber
+    location is the mean, so its spread is the plain sd's, not the sandwich's)."""
     scale: float
     sigma: float
     dof: int
+    small: tuple = ()
 
     def __post_init__(self) -> None:
         if not (self.scale > 0 and self.sigma > 0 and math.isfinite(self.scale)
                 and math.isfinite(self.sigma)) or self.dof < 1:
             raise ValueError(f"robust noise needs scale, sigma > 0 and dof >= 1, got "
                              f"{self.scale}, {self.sigma}, {self.dof}")
+        if not all(math.isfinite(c) and c > 0 for c in self.small):
+            raise ValueError(f"robust noise's small-sample factors must be positive: {self.small}")
+
+    def factor(self, n: int) -> float:
+        """The variance of an n-value arm's Huber location, times n, over sigma^2 (at least 1:
+        never narrower than the sandwich); past the resampled n, the last one's."""
+        if not self.small:
+            return 1.0
+        return max(1.0, self.small[min(n, len(self.small)) - 1])
 
 
 def huber_location(xs: list[float], scale: float, k: float = HUBER_K) -> float:
@@ -287,16 +300,21 @@ def _sandwich(groups: list[list[float]], scale: float, k: float) -> tuple[float,
     return scale ** 2 * sum(min(abs(u), k) ** 2 for u in us) / dof / inside ** 2, dof
 
 
-def robust_noise(parts: list[list[float]], k: float = HUBER_K,
-                 dof_share: float = 0.37) -> RobustNoise | None:
+def robust_noise(parts: list[list[float]], k: float = HUBER_K, dof_share: float = 0.37,
+                 max_n: int = 16, draws: int = 2000, seed: int = 1) -> RobustNoise | None:
     """The prior for effect_robust from A/A process values (one list per GPU, positive
     numbers): per GPU the robust sd of its log values (1.4826 MAD) and the sandwich variance
     around its own Huber location, each pooled over GPUs weighted by n - 1 (one GPU's offset
     from another is not noise). Its dof: `dof_share` of the pooled n - 1 (a robust spread is
     worth fewer degrees of freedom than a variance: 0.37 is the MAD's efficiency at the
-    normal, a conservative stand-in). None where no GPU has 3 values."""
+    normal, a conservative stand-in). And per arm size n = 1..`max_n`, the variance of the
+    Huber location (at the pooled scale) of n values drawn with replacement from one GPU's
+    values, pooled the same way (`draws` per GPU and n; fixed `seed`, so a file gives the same
+    prior every time). None where no GPU has 3 values."""
+    import random
     from ..core.stats import robust_sigma
     w = ss_scale = ss_var = 0.0
+    gpus = []
     for values in parts:
         xs = _logs(values)
         if len(xs) < 3:
@@ -311,10 +329,24 @@ def robust_noise(parts: list[list[float]], k: float = HUBER_K,
         w += n1
         ss_scale += n1 * sc * sc
         ss_var += n1 * got[0]
+        gpus.append((n1, xs))
     if not w:
         return None
-    return RobustNoise(math.sqrt(ss_scale / w), math.sqrt(ss_var / w),
-                       max(1, round(dof_share * w)))
+    scale, var = math.sqrt(ss_scale / w), ss_var / w
+    rng = random.Random(seed)
+    small = []
+    for n in range(1, max_n + 1):
+        pooled = 0.0
+        for n1, xs in gpus:
+            locs = [huber_location([rng.choice(xs) for _ in range(n)], scale, k)
+                    for _ in range(draws)]
+            m = sum(locs) / draws
+            pooled += n1 * n * sum((x - m) ** 2 for x in locs) / (draws - 1)
+        small.append(pooled / w / var)
+    # resampled factors wobble from one n to the next: take the largest at n or beyond (an
+    # arm of n values is never credited with less spread than a larger one showed)
+    small = [max(small[i:]) for i in range(len(small))]
+    return RobustNoise(scale, math.sqrt(var), max(1, round(dof_share * w)), tuple(small))
 
 
 def effect_robust(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
@@ -322,9 +354,11 @@ def effect_robust(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     """The effect as the difference of the arms' Huber locations of their process log values
     (all rounds together: in A B B A every round gives each arm the same mid-round time, so a
     drift cancels in the arms' locations as in their means), at the calibrated `scale`. Its
-    interval: Student's t at the gate's level, the per-value sd the prior's sandwich estimate
-    pooled by dof with the run's own (each arm around its own location). Without a prior this
-    is effect_rounds (the mean rule): no scale is known to cut at."""
+    interval: Student's t at the gate's level; the per-value variance the prior's sandwich
+    estimate pooled by dof with the run's own (each arm around its own location), each arm's
+    share of it scaled by the prior's small-sample factor for its number of values (so one
+    round, where the Huber location is the mean, is as wide as the plain spread makes it).
+    Without a prior this is effect_rounds (the mean rule): no scale is known to cut at."""
     if prior is None:
         return effect_rounds(ref_rounds, new_rounds, delta, alpha, family, None)
     _check(delta, alpha, family)
@@ -340,7 +374,7 @@ def effect_robust(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
         var = (dof * var + run[1] * run[0]) / (dof + run[1])
         dof += run[1]
     sd = math.sqrt(var)
-    se = sd * math.sqrt(1 / len(lr) + 1 / len(ln))
+    se = sd * math.sqrt(prior.factor(len(lr)) / len(lr) + prior.factor(len(ln)) / len(ln))
     t = float(st.t.ppf(1 - alpha / family / 2, dof))
     lo, hi = d - t * se, d + t * se
     return Effect(d, lo, hi, sd, dof, len(lr), len(ln), classify(lo, hi, delta / 2))
