@@ -77,13 +77,14 @@ class Calibration:
                         if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
             parts = [p.get("values") or [] for p in (row or {}).get("parts") or []] or (
                 [row.get("values") or []] if row else [])
-            try:
-                rn = robust_noise([[v for v in vs if v] for vs in parts])
+            vals = [[v for v in vs if v] for vs in parts]
+            try:   # the tail test first (cheap); the small-arm resampling only for a tail
+                rn = robust_noise(vals, max_n=0)
+                own = self.noise.get(key)
+                tail = rn is not None and own is not None and own.sigma > TAIL_RATIO * rn.sigma
+                self._robust[key] = robust_noise(vals) if tail else None
             except ValueError:
-                rn = None
-            own = self.noise.get(key)
-            self._robust[key] = rn if (rn is not None and own is not None
-                                       and own.sigma > TAIL_RATIO * rn.sigma) else None
+                self._robust[key] = None
         return self._robust[key]
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
