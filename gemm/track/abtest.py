@@ -120,35 +120,32 @@ def has_entry_point(tree: Path) -> bool:
 
 
 _CONFIRM: dict = {}
+_TASKS: dict = {}
+
+
+def _source_has(cache: dict, tree: Path, relpath: str, needle: str) -> bool:
+    """Does the tree's file `relpath` contain `needle`? Read once per tree (no process start)."""
+    tree = Path(tree).resolve()
+    if tree not in cache:
+        try:
+            text = (tree / relpath).read_text()
+        except OSError:
+            text = ""
+        cache[tree] = needle in text
+    return cache[tree]
 
 
 def policy_args(tree: Path) -> list[str]:
     """`gemm measure`'s policy arguments for this tree: its CONFIRM policy where it has one
-    (read from its source, no process start), else none (its suite policy)."""
-    tree = Path(tree).resolve()
-    if tree not in _CONFIRM:
-        try:
-            text = (tree / "gemm" / "core" / "policy.py").read_text()
-        except OSError:
-            text = ""
-        _CONFIRM[tree] = "\nCONFIRM = " in text
-    return ["--policy", "confirm"] if _CONFIRM[tree] else []
-
-
-_TASKS: dict = {}
+    (read from its source), else none (its suite policy)."""
+    return (["--policy", "confirm"]
+            if _source_has(_CONFIRM, tree, "gemm/core/policy.py", "\nCONFIRM = ") else [])
 
 
 def has_tasks(tree: Path) -> bool:
     """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (exact pairs, so one process
-    measures an arm whatever sizes its kernels have)? Read from its source, no process start."""
-    tree = Path(tree).resolve()
-    if tree not in _TASKS:
-        try:
-            text = (tree / "gemm" / "cli" / "main.py").read_text()
-        except OSError:
-            text = ""
-        _TASKS[tree] = '"--task"' in text
-    return _TASKS[tree]
+    measures an arm whatever sizes its kernels have)? Read from its source."""
+    return _source_has(_TASKS, tree, "gemm/cli/main.py", '"--task"')
 
 
 def _values(got: dict, tree: Path, legacy: bool) -> dict:
