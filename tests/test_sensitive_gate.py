@@ -249,6 +249,7 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
         v = r["effects"][0]["values"]
         assert len(v["first"]) == len(v["last"]) == 1 and len(v["new"]) == 2 and v["k"] == [3]
         assert r["effects"][0]["n_ref"] == 2 and r["effects"][0]["n_new"] == 2
+        assert r["effects"][0]["rule"] == "mean"     # no A/A values in this file: no tail
 
 
 def test_the_gate_uses_no_calibration_made_on_another_gpu(repo, gpu_here, monkeypatch):
@@ -668,7 +669,8 @@ def test_gemm_show_of_a_calibration_needs_no_scipy(tmp_path, monkeypatch, capsys
     out = capsys.readouterr().out
     assert "scipy is not installed" in out
     row = next(ln.split() for ln in out.splitlines() if ln.startswith("09 "))
-    assert row[-1] == "-" and row[4] == "0.100"
+    assert row[-2] == "-" and row[4] == "0.100"
+    assert row[-1] == "mean"          # which rule decides needs no scipy
 
 
 def test_an_interrupted_calibration_keeps_its_processes_but_not_over_better_noise(tmp_path, monkeypatch):
@@ -931,3 +933,21 @@ def _gate_dict():
     g = GateConfig()
     return {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
             "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
+
+
+def test_the_verdicts_and_the_noise_table_say_which_rule_decides(tmp_path, capsys):
+    """`gemm show` of a calibration names each series' rule (huber where the A/A has a heavy
+    tail); Calibration.heavy_tailed is that test, without resampling."""
+    import random
+    rng = random.Random(9)
+    tailed = [41.2 * math.exp(rng.gauss(0, 0.001)) * (0.993 if i % 8 == 7 else 1)
+              for i in range(32)]
+    quiet = [47.3 * math.exp(rng.gauss(0, 0.001)) for _ in range(32)]
+    f = _aa_file(tmp_path / "c", {("07", "2048"): tailed, ("09", "2048"): quiet}, "00:06.0")
+    cal = calibration.load(f.parent, "h200")[0]
+    assert cal.heavy_tailed("07", "2048", "tflops") and not cal.heavy_tailed("09", "2048", "tflops")
+    assert not cal.heavy_tailed("05", "2048", "tflops")           # not calibrated itself
+    assert cli_main(["show", str(f)]) == 0
+    rows = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith(("07 ", "09 "))}
+    assert rows["07"][-1] == "huber" and rows["09"][-1] == "mean"

@@ -401,15 +401,23 @@ def _print_noise(doc: dict) -> None:
     except ImportError:
         print("(rounds: '-', scipy is not installed here: pip install 'gemm[track]')")
         rounds = lambda r: "-"  # noqa: E731
+    from ..track.calibration import Calibration
+    from ..track.decision import Noise
+    cal = Calibration(doc.get("machine"), doc.get("gpu_name"), "", doc=doc, noise={
+        (r["kernel"], r["size"], r["metric"]): Noise(r["sigma"], r["dof"])
+        for r in doc.get("noise") or []})
+    print("rule: how the gate's A/B decides the series: by means, or by Huber locations "
+          "where the A/A shows a heavy tail (the rounds column is the mean rule's).")
     rows = []
     for r in doc.get("noise") or []:
         tail = tail_of(r.get("values") or [])
+        rule = "huber" if cal.heavy_tailed(r["kernel"], r["size"], r["metric"]) else "mean"
         rows.append([r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
                      f"{100 * r['sigma']:.3f}",
                      f"{100 * tail[0]:.3f}" if tail else "-", tail[1] if tail else "-", r["dof"],
-                     rounds(r)])
+                     rounds(r), rule])
     print(table(["kernel", "size", "metric", "median", "sd %", "robust sd %", "tail", "dof",
-                 "rounds"], rows, "lllrrrrrr"))
+                 "rounds", "rule"], rows, "lllrrrrrrl"))
 
 
 def _machine_of(args, files: list[str], flag: str) -> str:

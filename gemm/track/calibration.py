@@ -62,27 +62,41 @@ class Calibration:
             return None
         return Noise(max(n.sigma for n in same), min(n.dof for n in same))
 
+    def _aa_values(self, key) -> list[list[float]]:
+        """The series' A/A process values in the file, one list per GPU (a pooled row's parts)."""
+        row = next((r for r in self.doc.get("noise", [])
+                    if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
+        parts = [p.get("values") or [] for p in (row or {}).get("parts") or []] or (
+            [row.get("values") or []] if row else [])
+        return [[v for v in vs if v] for vs in parts]
+
+    def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
+        """Does the series' own calibration show a heavy tail: its sd over decision.TAIL_RATIO
+        times the sandwich sd of its Huber-weighted A/A values (07 at 2048: 1.65 for TFLOPS;
+        every other calibrated series 0.90-1.10)? Cheap: no resampling."""
+        from .decision import TAIL_RATIO, robust_noise
+        key = (kernel, size, metric)
+        own = self.noise.get(key)
+        if own is None:
+            return False
+        try:
+            rn = robust_noise(self._aa_values(key), max_n=0)
+        except ValueError:
+            return False
+        return rn is not None and own.sigma > TAIL_RATIO * rn.sigma
+
     def robust_prior(self, kernel: str, size: str, metric: str):
-        """The series' own prior for the robust rule (decision.RobustNoise), from its A/A
-        process values in the file (per GPU where the row is pooled), where the series has a
-        heavy tail: its calibrated sd over decision.TAIL_RATIO times the sd of a
-        Huber-weighted value (07 at 2048: 1.65 for TFLOPS; every other calibrated series
-        0.90-1.10). None elsewhere (the mean rule is as good there and keeps more degrees of
-        freedom), where the series was not calibrated itself (no borrowing: a tail is a
-        series' own) or has too few values."""
+        """The series' own prior for the robust rule (decision.RobustNoise, with its small-arm
+        factors resampled from the A/A values, per GPU where the row is pooled) where the
+        series is heavy_tailed; None elsewhere (the mean rule is as good there and keeps more
+        degrees of freedom), where the series was not calibrated itself (no borrowing: a
+        tail is a series' own) or has too few values."""
         key = (kernel, size, metric)
         if key not in self._robust:
-            from .decision import TAIL_RATIO, robust_noise
-            row = next((r for r in self.doc.get("noise", [])
-                        if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
-            parts = [p.get("values") or [] for p in (row or {}).get("parts") or []] or (
-                [row.get("values") or []] if row else [])
-            vals = [[v for v in vs if v] for vs in parts]
-            try:   # the tail test first (cheap); the small-arm resampling only for a tail
-                rn = robust_noise(vals, max_n=0)
-                own = self.noise.get(key)
-                tail = rn is not None and own is not None and own.sigma > TAIL_RATIO * rn.sigma
-                self._robust[key] = robust_noise(vals) if tail else None
+            from .decision import robust_noise
+            try:
+                self._robust[key] = (robust_noise(self._aa_values(key))
+                                     if self.heavy_tailed(*key) else None)
             except ValueError:
                 self._robust[key] = None
         return self._robust[key]

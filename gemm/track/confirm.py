@@ -266,6 +266,7 @@ class ABRun:
                                   "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
                                   "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
                                   "n_new": e.n_new,
+                                  "rule": "huber" if self.robust_prior(r) is not None else "mean",
                                   # the per-process values it was decided on, in round
                                   # order, so a later rule can be tried on this evidence
                                   "values": {"first": v["first"], "last": v["last"],
