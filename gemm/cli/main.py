@@ -401,11 +401,8 @@ def _print_noise(doc: dict) -> None:
     except ImportError:
         print("(rounds: '-', scipy is not installed here: pip install 'gemm[track]')")
         rounds = lambda r: "-"  # noqa: E731
-    from ..track.calibration import Calibration
-    from ..track.decision import Noise
-    cal = Calibration(doc.get("machine"), doc.get("gpu_name"), "", doc=doc, noise={
-        (r["kernel"], r["size"], r["metric"]): Noise(r["sigma"], r["dof"])
-        for r in doc.get("noise") or []})
+    from ..track.calibration import of_doc
+    cal = of_doc(doc.get("machine"), doc)
     print("rule: how the gate's A/B decides the series: by means, or by Huber locations "
           "where the A/A shows a heavy tail (the rounds column is the mean rule's).")
     rows = []

@@ -259,9 +259,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         base = {k: old.doc.get(k) for k in ("gpu_name", "device", "processes", "date", "gpu",
                                             "sources") if k in old.doc}
     base["gate"] = gate
-    cal = calibration.Calibration(machine, base.get("gpu_name"), "", doc={"noise": rows})
-    for r in rows:
-        cal.noise[(r["kernel"], r["size"], r["metric"])] = decision.Noise(r["sigma"], r["dof"])
+    cal = calibration.of_doc(machine, {"gpu_name": base.get("gpu_name"), "noise": rows})
     # the file's detection table stays until a new trial replaces it (or joins it)
     keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary", "gate")
             if old is not None and k in old.doc}

@@ -153,13 +153,19 @@ def load(root, machine: str, gpu_name: str | None = None, policy=CONFIRM,
     age = ((now if now is not None else time.time()) - made) / 86400
     if age > MAX_AGE_DAYS:
         return None, f"{path} is stale: {age:.0f} days old (at most {MAX_AGE_DAYS})"
-    cal = Calibration(machine, doc.get("gpu_name"), doc["date"], doc=doc)
+    return of_doc(machine, doc), ""
+
+
+def of_doc(machine: str, doc: dict) -> Calibration:
+    """A calibration document as the gate reads it (rows without a usable sigma and dof are
+    left out); no checks of machine, GPU, policy or age (that is `load`)."""
+    cal = Calibration(machine, doc.get("gpu_name"), doc.get("date") or "", doc=doc)
     for r in doc.get("noise", []):
         try:
             cal.noise[(r["kernel"], r["size"], r["metric"])] = Noise(float(r["sigma"]), int(r["dof"]))
         except (KeyError, TypeError, ValueError):
             continue
-    return cal, ""
+    return cal
 
 
 def save(root, machine: str, doc: dict) -> Path:

@@ -105,14 +105,14 @@ class ABRun:
                 self.values.setdefault((sha, (r.kernel, r.size, r.metric)),
                                        {"first": [], "last": [], "new": [], "k": []})
                 self.values[(sha, (r.kernel, r.size, r.metric))]["k"].append(2 * len(refs) + 1 - 2 * j)
+        # every arm in the same layout: one process each only where every tree can
+        alike = all(abtest.has_tasks(t) for t in self.tree.values())
         for sha, pos in abtest.palindrome(refs, self.new):
             what = union if pos == "new" else series(plan[sha])
             self.log(f"regress: A/B round {n}/{self.cfg.max_rounds}: "
                      f"{'new' if pos == 'new' else 'reference'} {sha[:10]}: "
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
-            # every arm in the same layout: one process each only where every tree can
-            alike = all(abtest.has_tasks(t) for t in self.tree.values())
             for key, v in abtest.measure(self.tree[sha], what, tasks=alike).items():
                 self.values.setdefault((arm, key), {"first": [], "last": [], "new": [],
                                                     "k": []})[pos].append(v)

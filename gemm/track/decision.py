@@ -228,8 +228,9 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
 # (0.22 % against a robust 0.13 %) needs ~8 rounds for a 1 % drop. A Huber M-estimate of each
 # arm's location weighs such a process down instead; its interval's noise is the sandwich
 # variance of the Huber-weighted values, from the A/A values themselves (so the tail it
-# down-weights still widens it as much as it must), pooled with the run's own.
-# ci/probes/power_sim.py HUBER=sandwich POOL_RUN=1 replays it on the measured A/A values.
+# down-weights still widens it as much as it must), pooled with the run's own; small arms,
+# barely down-weighted, widened by factors resampled from the same A/A values.
+# ci/probes/power_sim.py HUBER=sandwich replays it on the measured A/A values.
 
 HUBER_K = 1.5      # in robust sds: the usual choice (~96 % efficient on normal data)
 TAIL_RATIO = 1.25  # a series decides by Huber locations where its calibrated sd exceeds the
