@@ -119,3 +119,22 @@ def test_the_power_simulation_separates_no_change_from_a_clear_drop():
     p_wide = sim.simulate(tailed, 0.01, wide, 3, cfg, 180, rng, 300)[0]
     p_tight = sim.simulate(tailed, 0.01, tight, 3, cfg, 180, rng, 300)[0]
     assert p_wide < 0.3 < 0.7 < p_tight
+
+
+def test_the_power_simulation_runs_overtime_past_the_budget(monkeypatch):
+    """OVERTIME=5: an A/B still ambiguous at the budget's round but on course for a DROP goes
+    on, so the wide prior's +1 % is found far more often; no change stays no DROP."""
+    import random
+    from gemm.track import decision
+    from gemm.track.gate import GateConfig
+    spec = importlib.util.spec_from_file_location("power_sim", ROOT / "ci" / "probes" / "power_sim.py")
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    rng = random.Random(3)
+    logs = [rng.gauss(0, 0.0007) for _ in range(27)] + [-0.0075, -0.007, -0.0065]
+    wide, cfg = decision.Noise(0.0024, 29), GateConfig()
+    before = sim.simulate(logs, 0.01, wide, 3, cfg, 180, rng, 300)[0]
+    monkeypatch.setenv("OVERTIME", "5")
+    after = sim.simulate(logs, 0.01, wide, 3, cfg, 180, rng, 300)[0]
+    assert before < 0.3 and after > before + 0.4
+    assert sim.simulate(logs, 0.0, wide, 3, cfg, 180, rng, 300)[0] == 0

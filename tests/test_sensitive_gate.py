@@ -173,6 +173,89 @@ def test_the_time_budget_stops_new_rounds(repo, gpu_here, capsys):
     assert "out of the A/B time budget" in out.out and out.err.count("A/B round") == 4
 
 
+def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_here, capsys):
+    """Overtime: a 1.5 % drop still ambiguous when the budget is spent (a noisy runner), its
+    estimate past the margin, is measured on, alone, until it is a DROP; --overtime 0 leaves
+    it UNRESOLVED at the budget, as before."""
+    shas = [commit(repo, 30.0, f"c{i}", noise=0.002) for i in range(4)]
+    slow = commit(repo, 30.0 * 0.985, "one and a half percent slower", noise=0.002)
+    res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.55)])
+    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+        {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.004, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+    assert gate(repo, res, "--no-anchor", "--budget", "0.001", "--overtime", "0") == 0
+    out = capsys.readouterr()
+    assert "UNRESOLVED" in out.out and "out of the A/B time budget (0 s) after 1 rounds" in out.out
+    assert out.err.count("A/B round") == 4 and "overtime" not in out.err
+    assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 1
+    out = capsys.readouterr()
+    assert ("overtime (up to 60 s more, within 8 rounds) for what is on course for a DROP: "
+            "09_pipe at 4096") in out.err
+    assert "REGRESSION: 09_pipe at 4096: TFLOPS DROP" in out.out
+    assert "(overtime: measured past the time budget" in out.out
+    assert 4 < out.err.count("A/B round") <= 4 * 8
+    # unchanged code, the same noise: its estimate is not past the margin, so no overtime
+    same = commit(repo, 30.0, "unchanged", noise=0.002)
+    res = record(repo, [(s, 30.0) for s in shas] + [(same, 29.55)])
+    assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 0
+    out = capsys.readouterr()
+    assert "overtime" not in out.err and out.err.count("A/B round") <= 4
+
+
+def test_on_course_for_a_drop():
+    """decision.on_course: an ambiguous estimate past the margin; not one inside it, not no
+    change, not a decided effect, not an interval without bounds."""
+    lg = math.log1p
+
+    def eff(change, lo, hi, verdict=decision.AMBIGUOUS):
+        return decision.Effect(lg(change), lg(lo), lg(hi), 0.002, 60, 8, 8, verdict)
+    miss = eff(-0.0116, -0.0186, -0.0045)          # H200 trial 2, 07@2048 +1 %, 4 rounds
+    assert decision.on_course(miss, 0.01)
+    assert not decision.on_course(miss, 0.03)                       # a larger minimum effect
+    assert decision.on_course(eff(-0.006, -0.011, -0.001), 0.01)     # past, barely
+    assert not decision.on_course(eff(-0.004, -0.009, 0.001), 0.01)  # inside the margin
+    assert not decision.on_course(eff(-0.001, -0.008, 0.006), 0.01)  # no change
+    assert not decision.on_course(eff(-0.02, -0.03, -0.01, decision.DROP), 0.01)
+    inf = decision.Effect(lg(-0.02), -math.inf, math.inf, math.nan, 0, 2, 2, decision.AMBIGUOUS)
+    assert not decision.on_course(inf, 0.01)
+
+
+def test_a_calibration_trial_runs_a_drop_on_course_past_the_budget(monkeypatch):
+    """As the gate does: when a share's budget is spent, its series on course for a DROP go
+    on (overtime, counted in the share's A/B time as the budget is) to their verdict; a share
+    inside the margin stops at the budget; overtime stops when its own time is spent."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    now = [0.0]
+
+    def measure(root, series, env=None, **kw):
+        share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
+        now[0] += 30.0
+        return {(k, s, m): 30.0 * (1 - share) for k, ss in series.items() for s in ss
+                for m in calibrate.METRICS}
+    monkeypatch.setattr(calibrate.abtest, "measure", measure)
+    prior = {("09", "4096", m): decision.Noise(0.003, 29) for m in calibrate.METRICS}
+    one, small = ("09", "4096", "tflops", 0.012), ("09", "4096", "tflops", 0.004)
+
+    def run(**cfg):
+        now[0] = 0.0
+        stopped, over = {}, set()
+        got = calibrate.trial(".", ["09"], ["4096"], [0.004, 0.012], GateConfig(
+            budget_s=180.0, max_rounds=5, **cfg), prior, lambda s: None,
+            stopped=stopped, clock=lambda: now[0], overtime=over)
+        return got, stopped, over
+    # each round costs a share 2 x (2 arms x 30 s) = 120 s: the budget ends after round 2
+    got, stopped, over = run(overtime_s=1000.0)
+    assert got[small].verdict == decision.AMBIGUOUS and stopped[small] == "budget"
+    assert got[small].n_new == 4 and small not in over
+    assert got[one].verdict == decision.DROP and one in over and got[one].n_new > 4
+    got, stopped, over = run(overtime_s=60.0)      # one round of overtime (240 s <= 240 s)
+    assert got[one].verdict == decision.AMBIGUOUS and got[one].n_new == 6
+    assert stopped[one] == "budget" and one in over
+    got, stopped, over = run(overtime_s=0.0)
+    assert got[one].verdict == decision.AMBIGUOUS and got[one].n_new == 4 and not over
+
+
 def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     root = tmp_path / "calibration"
     cal, why = calibration.load(root, "h200")
@@ -923,9 +1006,32 @@ def test_trials_under_the_robust_rule_do_not_join_trials_of_the_mean_rule(tmp_pa
         calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
                       GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
     calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
-                  GateConfig(robust=False), tmp_path, log=lambda s: None, add_trials=True)
+                  GateConfig(robust=False, overtime_s=0.0), tmp_path, log=lambda s: None,
+                  add_trials=True)
     doc = calibration.load(tmp_path, "h200")[0].doc
-    assert "robust" not in doc["gate"] and doc["trials"] == 2
+    assert "robust" not in doc["gate"] and "overtime_s" not in doc["gate"] and doc["trials"] == 2
+
+
+def test_trials_with_overtime_do_not_join_trials_made_without_it(tmp_path, monkeypatch):
+    """Overtime changes the procedure where the budget binds, so the file's gate settings name
+    it: a table made without it (the robust rule alone) refuses trials made with it."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
+        (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
+        for m in calibrate.METRICS})
+    _cal_file(tmp_path, trials=(1,), gate={**_gate_dict(), "robust": True})
+    with pytest.raises(calibrate.Refused, match="other gate settings"):
+        calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                      GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
+    calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                  GateConfig(overtime_s=0.0), tmp_path, log=lambda s: None, add_trials=True)
+    assert calibration.load(tmp_path, "h200")[0].doc["trials"] == 2
+    calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                  GateConfig(), tmp_path, log=lambda s: None)      # a new table
+    doc = calibration.load(tmp_path, "h200")[0].doc
+    assert doc["gate"]["overtime_s"] == GateConfig().overtime_s and doc["trials"] == 1
+    assert doc["detection"][0]["overtime"] is False
 
 
 def _gate_dict():

@@ -16,7 +16,9 @@ against 0.43 at +1 % on 07@2048 by 5 rounds: an overstatement of what 25 values 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
 Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
-ROUNDS (default 3 5), FAMILY (the Bonferroni family; default a trial's), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive
+ROUNDS (default 3 5), OVERTIME=N (ROUNDS is where the budget stops an A/B, and what is on
+course for a DROP goes on for up to N rounds more within the cap, as GateConfig.overtime_s;
+the gate's two rules), FAMILY (the Bonferroni family; default a trial's), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive
 robust alternative, or the gate's robust rule, GateConfig.robust; HUBER_K the Huber constant,
 default 1.5), MAX_ROUNDS (the cap the family is counted with; default
 the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
@@ -72,21 +74,33 @@ def robust_rule(ref, new, delta, alpha, family, prior):
     return decision.effect_robust(ref, new, delta, alpha, family, prior, HUBER_K).verdict
 
 
+# OVERTIME: the rules whose Effect decision.on_course can read (the gate's two)
+EFFECTS = {gate_rule: decision.effect_rounds, robust_rule: decision.effect_robust}
+
+
 def simulate(logs, share, prior, rounds, cfg, family, rng, trials, rule=gate_rule):
-    """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs."""
+    """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs. With OVERTIME=N,
+    `rounds` is where the time budget runs out, and an A/B still ambiguous there with its
+    estimate past the margin (decision.on_course) goes on for up to N more rounds within the
+    gate's cap (GateConfig.overtime_s, counted in rounds)."""
     delta = cfg.effect_for("4096")
     shift = math.log1p(-share)
+    extra = int(os.environ.get("OVERTIME") or 0) if rule in EFFECTS else 0
+    last = min(max(rounds, cfg.max_rounds), rounds + extra)
     drop = same = 0
     for _ in range(trials):
         ref, new = [], []
         verdict = decision.AMBIGUOUS
-        for r in range(rounds):
+        for r in range(1, last + 1):
             ref.append([math.exp(rng.choice(logs)) for _ in range(2)])
             new.append([math.exp(rng.choice(logs) + shift) for _ in range(2)])
-            if r + 1 < cfg.min_rounds:
+            if r < cfg.min_rounds:
                 continue
-            verdict = rule(ref, new, delta, cfg.alpha, family, prior)
+            e = EFFECTS[rule](ref, new, delta, cfg.alpha, family, prior) if extra else None
+            verdict = e.verdict if e else rule(ref, new, delta, cfg.alpha, family, prior)
             if verdict != decision.AMBIGUOUS:
+                break
+            if r >= rounds and not (e and decision.on_course(e, delta)):
                 break
         drop += verdict == decision.DROP
         same += verdict in decision.PASSING
@@ -97,8 +111,8 @@ def main(argv):
     path = argv[0] if argv else "calibration/h200.json"
     trials = int(argv[1]) if len(argv) > 1 else 400
     doc = json.load(open(path))
-    cfg = GateConfig()
-    cap = int(os.environ.get("MAX_ROUNDS", cfg.max_rounds))   # the gate's cap sets the family
+    cap = int(os.environ.get("MAX_ROUNDS", GateConfig.max_rounds))   # sets the family
+    cfg = GateConfig(max_rounds=cap)           # and where overtime stops
     # a calibration trial's family (18 series); FAMILY=16 is one comparison's (the smallest)
     family = int(os.environ.get("FAMILY", 18 * (cap - cfg.min_rounds + 1) * 2))
     rounds_list = [int(x) for x in os.environ.get("ROUNDS", "3 5").split()]

@@ -355,7 +355,8 @@ def cmd_calibrate(args) -> int:
     cfg = GateConfig(min_rounds=gate.min_rounds if args.min_rounds is None else args.min_rounds,
                      max_rounds=gate.max_rounds if args.max_rounds is None else args.max_rounds,
                      budget_s=gate.budget_s if args.budget is None else args.budget,
-                     robust=not args.mean_rule)
+                     robust=not args.mean_rule,
+                     overtime_s=gate.overtime_s if args.overtime is None else args.overtime)
     try:
         cfg.validate()
     except ValueError as exc:
@@ -585,6 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "gate's)")
     ca.add_argument("--mean-rule", action="store_true",
                     help="trials decide as gemm regress --mean-rule does (means only)")
+    ca.add_argument("--overtime", type=float, default=None, metavar="S",
+                    help="seconds of overtime per share past its budget for what is on course "
+                    "for a DROP (default: the gate's; 0: none)")
     ca.add_argument("--repo", default=".", help="the checkout whose code is measured")
     ca.add_argument("--machine", default=None, help="asv machine name (default: from the GPU)")
     ca.add_argument("--out", default="calibration", help="directory (default calibration/)")

@@ -50,7 +50,12 @@ def add_arguments(p) -> None:
                    "default a series whose calibration shows a heavy tail (a few processes in "
                    "a slow state) is decided by Huber locations")
     p.add_argument("--budget", type=float, default=GateConfig.budget_s, metavar="S",
-                   help="A/B wall time: no new round starts after S seconds (default 180)")
+                   help="A/B wall time: no new round starts after S seconds (default 180), "
+                   "but for what is on course for a DROP (--overtime)")
+    p.add_argument("--overtime", type=float, default=GateConfig.overtime_s, metavar="S",
+                   help="past the budget, what is on course for a DROP (its estimate past the "
+                   "margin) is measured on, alone, for up to S seconds more, within "
+                   "--max-rounds (default 60; 0: everything stops at the budget)")
     p.add_argument("--window", type=int, default=GateConfig.window,
                    help="earlier commits in the history (default 10)")
     p.add_argument("--anchor", default=None, metavar="REV",
@@ -128,7 +133,8 @@ def main(args) -> int:
         cfg = GateConfig(args.k, args.window, _per_class(args.screen, SCREEN, "screen"),
                          _per_class(args.min_effect, MIN_EFFECT, "min-effect"), args.alpha,
                          args.min_rounds, args.max_rounds, not args.no_confirm, args.strict,
-                         args.budget, robust=not args.mean_rule)
+                         args.budget, robust=not args.mean_rule,
+                         overtime_s=args.overtime)
         cfg.validate()
     except ValueError as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)

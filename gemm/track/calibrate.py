@@ -14,7 +14,9 @@
    x looks x 2, as the gate counts a commit's, its one restart included; as if each share
    were one commit slowing them all). Like the gate, a round measures only the series still
    undecided, and a share starts no new round past the gate's time budget (its A/B's time
-   taken as twice its own arms'). A trial detects the share when its TFLOPS verdict is DROP.
+   taken as twice its own arms') but for the series on course for a DROP, which go on for
+   the gate's overtime within the cap (decision.on_course). A trial detects the share when its
+   TFLOPS verdict is DROP.
    Each trial's rows carry an identity, so that joining a lane's copy counts them once.
 3. Join (`--join FILE`): the detection trials of other files made with the same settings and
    noise (e.g. by another GPU's lane of the same session, perhaps of other shares) join this
@@ -124,16 +126,20 @@ def noise_rows(got: dict, source: dict | None = None,
 
 def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
           label: str = "", stopped: dict | None = None, clock=time.monotonic,
-          values: dict | None = None, robust_priors: dict | None = None) -> dict:
+          values: dict | None = None, robust_priors: dict | None = None,
+          overtime: set | None = None) -> dict:
     """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
 
     As the gate's A/B does (gemm.track.confirm.ABRun), a round measures only what is still
     undecided: a share's arm the series it has not decided, the reference arm their union.
     And as the gate does, a share starts no new round once its A/B has used the gate's time
     budget: the time the gate would have spent on it, R N N R per round, is taken as twice
-    its own two arms' time. Series left open are AMBIGUOUS; `stopped`, if given, gets why
-    ("budget" or "cap") per such key; `values`, if given, gets the per-process values each
-    decision was made on ({"ref": [...], "new": [...]}, two per round, in round order)."""
+    its own two arms' time; its series on course for a DROP (decision.on_course) go on alone
+    for up to the gate's overtime more (timed the same way), within the cap. Series left
+    open are AMBIGUOUS; `stopped`, if given, gets why ("budget" or "cap") per such key;
+    `overtime`, if given, each key measured past the budget; `values`, if given, gets the
+    per-process values each decision was made on ({"ref": [...], "new": [...]}, two per
+    round, in round order)."""
     keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
     # the family as the gate counts it for a commit with these comparisons: every series,
     # every look, and the one restart its A/A control allows
@@ -143,6 +149,7 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
     decided: dict = {}
     spent = {sh: 0.0 for sh in shares}
     stopped = {} if stopped is None else stopped
+    overtime = set() if overtime is None else overtime
     values = {} if values is None else values
 
     def effect(sh, key, rounds: int):
@@ -164,9 +171,22 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
         todo = {sh: [k for k in keys if k + (sh,) not in decided] for sh in shares}
         todo = {sh: ks for sh, ks in todo.items() if ks}
         for sh in [sh for sh in todo if n >= 1 and spent[sh] > cfg.budget_s]:
+            going = []
+            more = spent[sh] <= cfg.budget_s + cfg.overtime_s
             for key in todo.pop(sh):
-                decided[key + (sh,)] = effect(sh, key, n)
-                stopped[key + (sh,)] = "budget"
+                e = effect(sh, key, n)
+                if more and e is not None and decision.on_course(e, cfg.effect_for(key[1])):
+                    going.append(key)
+                    overtime.add(key + (sh,))
+                else:
+                    decided[key + (sh,)] = e
+                    stopped[key + (sh,)] = "budget"
+            if going:
+                todo[sh] = going
+                log(f"calibrate: {label}+{100 * sh:g} % delay: past its time budget after {n} "
+                    f"rounds; overtime (up to {cfg.overtime_s:g} s more) for what is on "
+                    f"course for a DROP: "
+                    + "; ".join(f"{k} at {sz} ({m})" for k, sz, m in going))
         if not todo:
             break
         n += 1
@@ -214,6 +234,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
     if cfg.robust:    # named only when on: trials under the mean rule keep their settings
         gate["robust"] = True
+    if cfg.overtime_s:  # likewise: trials made before overtime keep theirs
+        gate["overtime_s"] = cfg.overtime_s
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
         made = (old.doc.get("gate"),) + _measured(old.doc["detection"])
@@ -275,11 +297,12 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         priors = {key: cal.prior(*key) for key in
                   [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
         stopped: dict = {}
+        over: set = set()
         raw: dict = {}
         robust = {key: cal.robust_prior(*key) for key in priors} if cfg.robust else {}
         res = trial(root, inject_kernels, inject_sizes, shares, cfg,
                     {k: v for k, v in priors.items() if v is not None}, log,
-                    label=f"trial {t + 1}/{trials}: ", stopped=stopped, values=raw,
+                    label=f"trial {t + 1}/{trials}: ", stopped=stopped, values=raw, overtime=over,
                     robust_priors={k: v for k, v in robust.items() if v is not None})
         tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
         for (k, sz, m, sh), e in sorted(res.items()):
@@ -287,6 +310,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             det.append({"trial": first[sh] + t, "id": tag, "gpu": gpu,   # which GPU ran it
                         "kernel": k, "size": sz, "metric": m,
                         "share": sh, "stopped": stopped.get((k, sz, m, sh)),
+                        "overtime": (k, sz, m, sh) in over,
                         "verdict": e.verdict if e else "FAILED",
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,

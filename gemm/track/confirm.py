@@ -12,7 +12,10 @@ commit and every look (Bonferroni over both). An A/A control (each reference's f
 processes against its last) guards the run: if the same code moved, the rounds are discarded
 and measured once more; if it moves again, what is undecided is UNRESOLVED. So is what is
 undecided when the A/B's time budget is spent (no new round starts past it; the per-commit
-job stays bounded).
+job stays bounded), but for overtime (GateConfig.overtime_s): a comparison on course for a
+DROP (decision.on_course: its estimate past the margin, its interval not yet) is measured on,
+alone, for up to overtime_s more within the round cap, so a real drop is rarely left
+UNRESOLVED for want of time.
 
 Where no A/B can be made (a reference cannot be checked out or measured) the judged commit's
 own code is re-measured and compared with the history's screen. Without a GPU, a verdict kept
@@ -83,6 +86,8 @@ class ABRun:
         self.decided: dict[int, decision.Effect] = {}
         self.failed: dict[int, str] = {}
         self.moot: dict[int, str] = {}   # left open: another comparison of its row is a DROP
+        self.closed: dict[int, str] = {}  # left open at the time budget (others ran overtime)
+        self.overtime: set[int] = set()   # measured past the time budget (on course for a DROP)
         self.values: dict = {}
 
     def prior(self, r: Row):
@@ -90,7 +95,8 @@ class ABRun:
 
     def undecided(self) -> list[int]:
         return [i for i in range(len(self.comps))
-                if i not in self.decided and i not in self.failed and i not in self.moot]
+                if i not in self.decided and i not in self.failed and i not in self.moot
+                and i not in self.closed]
 
     def measure_round(self, n: int) -> None:
         todo = self.undecided()
@@ -179,10 +185,29 @@ class ABRun:
         restarts, n, total = 0, 0, 0
         t0 = time.monotonic()
         while n < self.cfg.max_rounds and self.undecided():
-            if total >= 1 and time.monotonic() - t0 > self.cfg.budget_s:
-                self.finish(f"out of the A/B time budget ({self.cfg.budget_s:.0f} s) after "
-                            f"{total} rounds")
-                return
+            spent = time.monotonic() - t0
+            if total >= 1 and spent > self.cfg.budget_s:
+                why = f"out of the A/B time budget ({self.cfg.budget_s:.0f} s) after {total} rounds"
+                over = spent > self.cfg.budget_s + self.cfg.overtime_s
+                keep = [] if over else self.on_course()
+                if not keep:
+                    self.finish(why if not self.overtime else
+                                f"out of the A/B time budget and its overtime "
+                                f"({self.cfg.budget_s:.0f} + {self.cfg.overtime_s:.0f} s) "
+                                f"after {total} rounds")
+                    return
+                for i in self.undecided():
+                    if i not in keep:
+                        self.closed[i] = why
+                new = [i for i in keep if i not in self.overtime]
+                if new:
+                    self.log(f"regress: {why}; overtime (up to {self.cfg.overtime_s:.0f} s more, "
+                             f"within {self.cfg.max_rounds} rounds) for what is on course for "
+                             "a DROP: " + "; ".join(
+                                 f"{self.comps[i][0].kernel} at {self.comps[i][0].size} "
+                                 f"({self.comps[i][0].label}) vs {self.comps[i][1][:10]}: "
+                                 f"{self.effect(i).describe()}" for i in new))
+                    self.overtime.update(new)
             n, total = n + 1, total + 1
             self.measure_round(n)
             if n < self.cfg.min_rounds:
@@ -195,11 +220,24 @@ class ABRun:
                              "measured again")
                     restarts, n, self.values = 1, 0, {}
                     self.decided, self.failed, self.moot = {}, {}, {}
+                    self.closed, self.overtime = {}, set()
                     continue
                 self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
                 return
             self.decide_round()
         self.finish(f"still ambiguous after {total} rounds")
+
+    def on_course(self) -> list[int]:
+        """The undecided comparisons on course for a DROP (overtime: decision.on_course)."""
+        keep = []
+        for i in self.undecided():
+            try:
+                e = self.effect(i)
+            except ValueError:       # no complete round, or a failed value
+                continue
+            if decision.on_course(e, self.comps[i][0].min_effect):
+                keep.append(i)
+        return keep
 
     def power_note(self, r: Row, e) -> str:
         """How many rounds this noise needs for a decision (decision.rounds_needed)."""
@@ -243,15 +281,16 @@ class ABRun:
                         e = self.effect(i)
                     except ValueError:     # no complete round
                         e = None
+                why = self.closed.get(i, why_unresolved)
                 if e is None and i not in self.decided:
                     verdicts.append("UNRESOLVED" if i not in self.moot else "DROP")
-                    parts.append(f"vs {c[:10]}: {self.moot.get(i, why_unresolved)}")
+                    parts.append(f"vs {c[:10]}: {self.moot.get(i, why)}")
                     continue
                 if i in self.moot:
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {self.moot[i]}")
                 elif i not in self.decided:
                     verdicts.append("UNRESOLVED")
-                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why_unresolved}"
+                    parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why}"
                                  + self.power_note(r, e))
                 else:
                     verdicts.append("DROP" if e.verdict == decision.DROP else "noise")
@@ -260,6 +299,8 @@ class ABRun:
                     parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
                 elif self.robust_prior(r) is not None:
                     parts[-1] += " (Huber locations: the robust rule)"
+                if i in self.overtime:
+                    parts[-1] += " (overtime: measured past the time budget, on course for a DROP)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "MOOT" if i in self.moot else "UNRESOLVED",
                                   "change": e.change,
@@ -267,6 +308,7 @@ class ABRun:
                                   "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
                                   "n_new": e.n_new,
                                   "rule": "huber" if self.robust_prior(r) is not None else "mean",
+                                  "overtime": i in self.overtime,
                                   # the per-process values it was decided on, in round
                                   # order, so a later rule can be tried on this evidence
                                   "values": {"first": v["first"], "last": v["last"],

@@ -63,6 +63,9 @@ class GateConfig:
     robust: bool = True          # the A/B decides by Huber locations where the series' own
                                  # calibration shows a heavy tail (calibration.robust_prior:
                                  # 07 at 2048 today), by means elsewhere; False: means only
+    overtime_s: float = 60.0     # past budget_s, what is on course for a DROP (its estimate
+                                 # past the margin: decision.on_course) is measured on, alone,
+                                 # for up to this long more, within max_rounds; 0: all stop
 
     def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
         """The A/B's effect and verdict for one series: decision.effect_robust with the
@@ -86,6 +89,8 @@ class GateConfig:
             raise ValueError("0 < alpha < 1 and 1 <= min_rounds <= max_rounds")
         if self.budget_s <= 0:
             raise ValueError("the A/B time budget must be positive")
+        if self.overtime_s < 0:
+            raise ValueError("the A/B overtime must be 0 (none) or positive")
 
     def screen_for(self, size: str) -> float:
         return self.screen[size_class(size)]
