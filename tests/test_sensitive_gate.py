@@ -202,9 +202,87 @@ def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_h
     assert "overtime" not in out.err and out.err.count("A/B round") <= 4
 
 
+def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
+    """An ABRun on stand-ins: each arm's process takes 100 s of a fake clock and measures
+    level(sha, kernel, arm count) with lognormal noise; the calibration's prior is that noise;
+    `moved_at`: the A/A control reports a move at that check."""
+    import random
+    from types import SimpleNamespace
+    from gemm.track import abtest, confirm
+    rng, now, calls, checks = random.Random(seed), [0.0], [0], [0]
+
+    def measure(tree, series, tasks=None, **kw):
+        now[0] += 100.0
+        calls[0] += 1
+        out = {}
+        for k, sizes in series.items():
+            for sz in sizes:
+                v = level(tree, k, calls[0]) * math.exp(rng.gauss(0, noise))
+                out.update({(k, sz, "tflops"): v, (k, sz, "pct_of_cublas"): 2 * v})
+        return out
+
+    def unstable(self):
+        checks[0] += 1
+        return "a stand-in move" if checks[0] == moved_at else None
+    monkeypatch.setattr(abtest, "measure", measure)
+    monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
+    monkeypatch.setattr(confirm, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(confirm.ABRun, "unstable", unstable)
+    cal = SimpleNamespace(prior=lambda *a: decision.Noise(noise, 40),
+                          robust_prior=lambda *a: None, borrowed=lambda *a: False)
+    trees = {c: c for _, c in comps} | {"NEW": "NEW"}
+    logs = []
+    ab = confirm.ABRun(comps, cfg, "NEW", trees, logs.append, cal)
+    ab.run()
+    return ab, logs
+
+
+def _row(kernel):
+    from gemm.track.gate import Row
+    return Row(kernel, "4096", "tflops", 4, 30.0, 29.0, -0.03, 0.005, "drop?", min_effect=0.01)
+
+
+def test_overtime_never_leaves_the_rest_of_the_ab_worse_off(monkeypatch):
+    """An A/A move in an overtime round leaves open only what ran overtime (said why); the
+    DROP decided within the budget stands. A comparison closed at the budget whose row then
+    becomes a DROP in overtime against another commit is MOOT, as within the budget. One that
+    falls back inside the margin in overtime is closed, and said so. With --min-rounds 2 and
+    the budget spent after round 1, a large drop goes on to its first decision."""
+    from gemm.track.gate import GateConfig
+    cfg = GateConfig(budget_s=150.0, overtime_s=5000.0)
+    big, small = _row("k1"), _row("k2")
+    ab, logs = _ab(monkeypatch, [(big, "c1"), (small, "c1")],
+                   lambda sha, k, n: 30.0 * ({"k1": 0.97, "k2": 0.988}[k] if sha == "NEW" else 1),
+                   cfg, noise=0.002, moved_at=2)
+    assert big.verdict == "DROP" and big.effects[0]["verdict"] == "DROP"
+    assert small.verdict == "UNRESOLVED" and "A/A control moved during overtime" in small.note
+    assert not any("measured again" in line for line in logs)
+
+    row = _row("k1")                 # as slow as c1, 1.2 % slower than c2
+    ab, logs = _ab(monkeypatch, [(row, "c1"), (row, "c2")],
+                   lambda sha, k, n: 30.0 * (1.0 if sha == "c2" else 0.988), cfg)
+    assert row.verdict == "DROP", row.note
+    assert [e["verdict"] for e in row.effects] == ["MOOT", "DROP"]
+    assert row.effects[1]["overtime"] and "not needed: the drop against c2" in row.note
+    assert row.effects[0]["n_new"] == row.effects[0]["n_ref"]   # its own rounds only
+
+    back = _row("k1")                # 1.2 % slow in round 1, then 1 % fast
+    ab, logs = _ab(monkeypatch, [(back, "c1")],
+                   lambda sha, k, n: 30.0 * ((0.988 if n <= 4 else 1.01) if sha == "NEW" else 1),
+                   cfg)
+    assert back.verdict == "UNRESOLVED", back.note
+    assert "no longer on course for a DROP after 2 rounds (overtime)" in back.note
+
+    early = _row("k1")
+    ab, logs = _ab(monkeypatch, [(early, "c1")],
+                   lambda sha, k, n: 30.0 * (0.95 if sha == "NEW" else 1),
+                   GateConfig(budget_s=150.0, overtime_s=5000.0, min_rounds=2))
+    assert early.verdict == "DROP" and early.effects[0]["n_new"] == 4
+
+
 def test_on_course_for_a_drop():
-    """decision.on_course: an ambiguous estimate past the margin; not one inside it, not no
-    change, not a decided effect, not an interval without bounds."""
+    """decision.on_course: an estimate past the margin; not one inside it, not no change, not
+    an interval without bounds."""
     lg = math.log1p
 
     def eff(change, lo, hi, verdict=decision.AMBIGUOUS):
@@ -215,7 +293,8 @@ def test_on_course_for_a_drop():
     assert decision.on_course(eff(-0.006, -0.011, -0.001), 0.01)     # past, barely
     assert not decision.on_course(eff(-0.004, -0.009, 0.001), 0.01)  # inside the margin
     assert not decision.on_course(eff(-0.001, -0.008, 0.006), 0.01)  # no change
-    assert not decision.on_course(eff(-0.02, -0.03, -0.01, decision.DROP), 0.01)
+    # a DROP before the first decision's round (--min-rounds) is on course: it goes on to it
+    assert decision.on_course(eff(-0.02, -0.03, -0.01, decision.DROP), 0.01)
     inf = decision.Effect(lg(-0.02), -math.inf, math.inf, math.nan, 0, 2, 2, decision.AMBIGUOUS)
     assert not decision.on_course(inf, 0.01)
 
@@ -254,6 +333,16 @@ def test_a_calibration_trial_runs_a_drop_on_course_past_the_budget(monkeypatch):
     assert stopped[one] == "budget" and one in over
     got, stopped, over = run(overtime_s=0.0)
     assert got[one].verdict == decision.AMBIGUOUS and got[one].n_new == 4 and not over
+    # no decision before --min-rounds, as in the gate: stopped there, a clear drop is left
+    # open; with overtime it goes on to its first decision
+    big = ("09", "4096", "tflops", 0.03)
+    now[0] = 0.0
+    got = calibrate.trial(".", ["09"], ["4096"], [0.03], GateConfig(
+        budget_s=50.0, max_rounds=5, min_rounds=2, overtime_s=0.0), prior, lambda s: None,
+        clock=lambda: now[0])
+    assert got[big].verdict == decision.AMBIGUOUS and got[big].n_new == 2
+    got, stopped, over = run(overtime_s=1000.0, min_rounds=3)
+    assert got[one].verdict == decision.DROP and got[one].n_new >= 6 and one in over
 
 
 def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
@@ -1004,7 +1093,8 @@ def test_trials_under_the_robust_rule_do_not_join_trials_of_the_mean_rule(tmp_pa
     _cal_file(tmp_path, trials=(1,), gate={**_gate_dict(), "max_rounds": GateConfig().max_rounds})
     with pytest.raises(calibrate.Refused, match="other gate settings"):
         calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
-                      GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
+                      GateConfig(overtime_s=0.0), tmp_path, log=lambda s: None,
+                      add_trials=True)
     calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
                   GateConfig(robust=False, overtime_s=0.0), tmp_path, log=lambda s: None,
                   add_trials=True)

@@ -75,7 +75,8 @@ def robust_rule(ref, new, delta, alpha, family, prior):
 
 
 # OVERTIME: the rules whose Effect decision.on_course can read (the gate's two)
-EFFECTS = {gate_rule: decision.effect_rounds, robust_rule: decision.effect_robust}
+EFFECTS = {gate_rule: decision.effect_rounds,
+           robust_rule: lambda *a: decision.effect_robust(*a, HUBER_K)}
 
 
 def simulate(logs, share, prior, rounds, cfg, family, rng, trials, rule=gate_rule):

@@ -27,6 +27,7 @@ detection table, and per kernel x size the smallest share detected in every tria
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import secrets
@@ -179,6 +180,8 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
                     going.append(key)
                     overtime.add(key + (sh,))
                 else:
+                    if e is not None and n < cfg.min_rounds:   # no decision before then:
+                        e = dataclasses.replace(e, verdict=decision.AMBIGUOUS)   # as the gate
                     decided[key + (sh,)] = e
                     stopped[key + (sh,)] = "budget"
             if going:

@@ -160,11 +160,13 @@ class ABRun:
         # a row with a DROP against one commit is a DROP whatever its other comparisons say
         # (a drift: a drop against the anchor, an ambiguous step against the previous
         # commit): no more rounds for those
-        for i in self.undecided():
+        # (and those closed at the time budget while another comparison of the row ran on)
+        for i in self.undecided() + list(self.closed):
             r = self.comps[i][0]
             hit = next((self.comps[j][1] for j, e in self.decided.items()
                         if self.comps[j][0] is r and e.verdict == decision.DROP), None)
             if hit:
+                self.closed.pop(i, None)
                 self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
 
     def robust_prior(self, r: Row):
@@ -177,7 +179,9 @@ class ABRun:
         r, c = self.comps[i]
         v, nv = self.arm(c, r), self.arm("new", r)["new"]
         refs = [[a, b] for a, b in zip(v["first"], v["last"])]
-        news = [list(p) for p in zip(nv[0::2], nv[1::2])]
+        # the rounds this comparison was measured in (its row's new code may have gone on for
+        # another comparison after this one was closed)
+        news = [list(p) for p in zip(nv[0::2], nv[1::2])][:len(refs)]
         return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r),
                                self.robust_prior(r))
 
@@ -187,32 +191,20 @@ class ABRun:
         while n < self.cfg.max_rounds and self.undecided():
             spent = time.monotonic() - t0
             if total >= 1 and spent > self.cfg.budget_s:
-                why = f"out of the A/B time budget ({self.cfg.budget_s:.0f} s) after {total} rounds"
-                over = spent > self.cfg.budget_s + self.cfg.overtime_s
-                keep = [] if over else self.on_course()
-                if not keep:
-                    self.finish(why if not self.overtime else
-                                f"out of the A/B time budget and its overtime "
-                                f"({self.cfg.budget_s:.0f} + {self.cfg.overtime_s:.0f} s) "
-                                f"after {total} rounds")
-                    return
-                for i in self.undecided():
-                    if i not in keep:
-                        self.closed[i] = why
-                new = [i for i in keep if i not in self.overtime]
-                if new:
-                    self.log(f"regress: {why}; overtime (up to {self.cfg.overtime_s:.0f} s more, "
-                             f"within {self.cfg.max_rounds} rounds) for what is on course for "
-                             "a DROP: " + "; ".join(
-                                 f"{self.comps[i][0].kernel} at {self.comps[i][0].size} "
-                                 f"({self.comps[i][0].label}) vs {self.comps[i][1][:10]}: "
-                                 f"{self.effect(i).describe()}" for i in new))
-                    self.overtime.update(new)
+                self.past_budget(spent, total)
+                if not self.undecided():
+                    break
             n, total = n + 1, total + 1
             self.measure_round(n)
             if n < self.cfg.min_rounds:
                 continue
             moved = self.unstable()
+            if moved and self.overtime:
+                # in overtime: what was decided within the budget stands (as with no overtime);
+                # only the comparisons measured on are left open, and said why
+                for i in self.undecided():
+                    self.closed[i] = f"the A/A control moved during overtime ({moved})"
+                break
             if moved:
                 if restarts == 0:
                     self.log(f"regress: the A/A control moved ({moved}): the GPU changed "
@@ -226,6 +218,33 @@ class ABRun:
                 return
             self.decide_round()
         self.finish(f"still ambiguous after {total} rounds")
+
+    def past_budget(self, spent: float, total: int) -> None:
+        """The time budget is spent: close what is undecided, but for what is on course for a
+        DROP while the overtime lasts (it goes on alone); each closed comparison keeps why."""
+        budget, extra = self.cfg.budget_s, self.cfg.overtime_s
+        over = spent > budget + extra
+        keep = [] if over else self.on_course()
+        for i in self.undecided():
+            if i in keep:
+                continue
+            if i not in self.overtime:
+                self.closed[i] = f"out of the A/B time budget ({budget:.0f} s) after {total} rounds"
+            elif over:
+                self.closed[i] = (f"out of the A/B's overtime ({extra:.0f} s past its "
+                                  f"{budget:.0f}-s budget) after {total} rounds")
+            else:
+                self.closed[i] = (f"no longer on course for a DROP after {total} rounds "
+                                  f"(overtime)")
+        new = [i for i in keep if i not in self.overtime]
+        if new:
+            self.log(f"regress: out of the A/B time budget ({budget:.0f} s) after {total} "
+                     f"rounds; overtime (up to {extra:.0f} s more, within "
+                     f"{self.cfg.max_rounds} rounds) for what is on course for a DROP: "
+                     + "; ".join(f"{self.comps[i][0].kernel} at {self.comps[i][0].size} "
+                                 f"({self.comps[i][0].label}) vs {self.comps[i][1][:10]}: "
+                                 f"{self.effect(i).describe()}" for i in new))
+            self.overtime.update(new)
 
     def on_course(self) -> list[int]:
         """The undecided comparisons on course for a DROP (overtime: decision.on_course)."""
@@ -300,7 +319,7 @@ class ABRun:
                 elif self.robust_prior(r) is not None:
                     parts[-1] += " (Huber locations: the robust rule)"
                 if i in self.overtime:
-                    parts[-1] += " (overtime: measured past the time budget, on course for a DROP)"
+                    parts[-1] += " (overtime: measured past the time budget)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "MOOT" if i in self.moot else "UNRESOLVED",
                                   "change": e.change,

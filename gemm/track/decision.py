@@ -222,15 +222,16 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
 
 
 def on_course(e: Effect, delta: float) -> bool:
-    """Overtime (GateConfig.overtime_s): is this effect, still AMBIGUOUS when the time budget
+    """Overtime (GateConfig.overtime_s): is this effect, still undecided when the time budget
     is spent, on course for a DROP? Yes when its estimate lies past the margin -delta/2 (a
-    slowdown larger than the margin, its interval not yet wholly beyond it). Unchanged code
-    is rarely there (resampled from the H200's A/A values of 07 at 2048: about 0.01 overtime
-    rounds per A/B; docs/probes/h200-7fa00a2-overtime-sim.txt), so commits without a drop
-    keep the budget; a drop of delta nearly always is, and goes on to its verdict. It only chooses what to measure: the family-wise
-    level already counts every look up to the round cap, so no error rate changes."""
-    return (e.verdict == AMBIGUOUS and math.isfinite(e.lo) and math.isfinite(e.hi)
-            and e.estimate < -delta / 2)
+    slowdown larger than the margin, its interval not yet wholly beyond it, or not yet looked
+    at: before the first decision's round). Unchanged code is rarely there (resampled from
+    the H200's A/A values of 07 at 2048: about 0.01 overtime rounds per A/B;
+    docs/probes/h200-7fa00a2-overtime-sim.txt), so commits without a drop keep the budget; a
+    drop of delta nearly always is, and goes on to its verdict. It only chooses what to
+    measure: the family-wise level already counts every look up to the round cap, so no
+    error rate changes."""
+    return math.isfinite(e.lo) and math.isfinite(e.hi) and e.estimate < -delta / 2
 
 
 # --- The robust rule (GateConfig.robust, on by default; for series with a heavy tail) ---------
