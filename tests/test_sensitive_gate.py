@@ -828,6 +828,23 @@ def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
     assert rows["07"][4] == f"{100 * sd_tailed:.3f}"
 
 
+def test_a_detection_table_says_which_rule_it_was_made_under(tmp_path, capsys):
+    """`gemm show` of a calibration names the gate settings its trials were made under and
+    where today's gate differs, so a table made before a change of rule is read as such."""
+    from gemm.track.gate import GateConfig
+    _cal_file(tmp_path, gate={**_gate_dict(), "robust": True})          # before overtime
+    assert cli_main(["show", str(tmp_path / "h200.json")]) == 0
+    out = capsys.readouterr().out
+    assert ("made under: alpha 0.001, minimum effect 1 % at 2048^3 and up, rounds 1-8, "
+            "budget 180 s, Huber locations for heavy-tailed series, no overtime "
+            f"(today's gate: overtime {GateConfig().overtime_s:g} s)") in out
+    _cal_file(tmp_path, gate={**_gate_dict(), "robust": True,
+                              "overtime_s": GateConfig().overtime_s})
+    assert cli_main(["show", str(tmp_path / "h200.json")]) == 0
+    out = capsys.readouterr().out
+    assert "made under:" in out and "today's gate" not in out
+
+
 def test_gemm_show_of_a_calibration_needs_no_scipy(tmp_path, monkeypatch, capsys):
     """A plain install (no track extra) still prints the file; only the rounds column, which
     needs scipy's t quantiles, is left out, and it says so."""

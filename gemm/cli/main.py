@@ -461,6 +461,30 @@ def _calibrate_join(args) -> int:
     return 0
 
 
+def _trials_made_under(gate: dict) -> str:
+    """The gate settings a detection table was made under, and where today's gate differs
+    (a table made before a change of rule is evidence for the rule it was made under)."""
+    def describe(g: dict) -> dict:
+        eff = g.get("min_effect") or {}
+        return {"alpha": f"alpha {g.get('alpha')}",
+                "effect": f"minimum effect {100 * eff.get('large', 0):g} % at 2048^3 and up",
+                "rounds": f"rounds {g.get('min_rounds')}-{g.get('max_rounds')}",
+                "budget": f"budget {g.get('budget_s', 0):g} s",
+                "rule": "Huber locations for heavy-tailed series" if g.get("robust")
+                        else "means only",
+                "overtime": f"overtime {g['overtime_s']:g} s" if g.get("overtime_s")
+                            else "no overtime"}
+    from ..track.gate import GateConfig
+    g = GateConfig()
+    now = describe({"alpha": g.alpha, "min_effect": g.min_effect, "min_rounds": g.min_rounds,
+                    "max_rounds": g.max_rounds, "budget_s": g.budget_s, "robust": g.robust,
+                    "overtime_s": g.overtime_s})
+    made = describe(gate)
+    differ = [now[k] for k in made if made[k] != now[k]]
+    return ("made under: " + ", ".join(made.values())
+            + (f" (today's gate: {', '.join(differ)})" if differ else ""))
+
+
 def _print_detection(doc: dict, note: str) -> None:
     from .tables import table
     if doc.get("summary"):
@@ -472,6 +496,7 @@ def _print_detection(doc: dict, note: str) -> None:
         where = f"; trials on {len(gpus)} GPUs named" if gpus else ""
         print(f"\nDetection (TFLOPS verdict DROP / trials; median measured change) with "
               f"injected delays; trials per share: {per}{where}{note}")
+        print(_trials_made_under(doc.get("gate") or {}))
         print(table(["kernel", "size"] + [f"+{100 * float(s):g} %" for s in shares]
                     + ["smallest always detected"],
                     [[r["kernel"], r["size"]]
