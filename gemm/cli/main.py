@@ -475,10 +475,7 @@ def _trials_made_under(gate: dict) -> str:
                 "overtime": f"overtime {g['overtime_s']:g} s" if g.get("overtime_s")
                             else "no overtime"}
     from ..track.gate import GateConfig
-    g = GateConfig()
-    now = describe({"alpha": g.alpha, "min_effect": g.min_effect, "min_rounds": g.min_rounds,
-                    "max_rounds": g.max_rounds, "budget_s": g.budget_s, "robust": g.robust,
-                    "overtime_s": g.overtime_s})
+    now = describe(GateConfig().trial_settings())
     made = describe(gate)
     differ = [now[k] for k in made if made[k] != now[k]]
     return ("made under: " + ", ".join(made.values())

@@ -233,12 +233,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     GPU's (a file made on a GPU of another name is not used); `gpu`: which physical GPU it is
     (NVML's name and UUID), kept with the noise measured here (`pool` tells GPUs apart by it)."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
-    gate = {"screen": cfg.screen, "min_effect": cfg.min_effect, "alpha": cfg.alpha,
-            "min_rounds": cfg.min_rounds, "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
-    if cfg.robust:    # named only when on: trials under the mean rule keep their settings
-        gate["robust"] = True
-    if cfg.overtime_s:  # likewise: trials made before overtime keep theirs
-        gate["overtime_s"] = cfg.overtime_s
+    gate = cfg.trial_settings()
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
         made = (old.doc.get("gate"),) + _measured(old.doc["detection"])

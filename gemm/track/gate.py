@@ -77,6 +77,19 @@ class GateConfig:
                                           robust_prior)
         return decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family, prior)
 
+    def trial_settings(self) -> dict:
+        """The settings a calibration's detection trials are made under (kept in its file, so
+        trials join only trials of the same procedure). A rule added later is named only when
+        on, so tables made before it keep their settings as they were."""
+        out = {"screen": self.screen, "min_effect": self.min_effect, "alpha": self.alpha,
+               "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
+               "budget_s": self.budget_s}
+        if self.robust:
+            out["robust"] = True
+        if self.overtime_s:
+            out["overtime_s"] = self.overtime_s
+        return out
+
     def validate(self) -> None:
         if self.k <= 0 or self.window < 1:
             raise ValueError("k > 0 and window >= 1")
