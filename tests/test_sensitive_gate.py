@@ -154,6 +154,29 @@ def test_a_gpu_that_keeps_changing_is_not_trusted(repo, gpu_here, capsys):
     assert gate(repo, res, "--no-anchor", "--strict") == 1   # ... unless --strict
 
 
+def test_borrowed_noise_does_not_judge_the_gpu(repo, gpu_here, capsys):
+    """A series whose noise is borrowed from other series (here: only another kernel was
+    calibrated at its size) does not call the GPU unstable: the same code moving 3 % between
+    its processes is that series' own noise as far as the gate knows (the H200's 11 at 1000,
+    own sd 0.5 %, read as a GPU move on borrowed 0.19 %). The log says the rounds went
+    unguarded; the series' own calibration brings the control back."""
+    shas = [commit(repo, 30.0, f"c{i}", flip=0.03) for i in range(4)]
+    new = commit(repo, 30.0, "same code", flip=0.03)
+    res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
+    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+        {"kernel": "05_other", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
+        for m in ("tflops", "pct_of_cublas")]})
+    assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
+    out = capsys.readouterr()
+    assert "the A/A control moved" not in out.err and "unstable" not in out.out
+    assert out.err.count("regress: no A/A control: every series measured has noise "
+                         "borrowed") == 1
+    quiet_runner(repo)                     # the series' own calibration: the control is back
+    assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
+    out = capsys.readouterr()
+    assert "the A/A control moved" in out.err and "no A/A control" not in out.err
+
+
 def test_an_ab_that_breaks_off_keeps_its_decisions_and_never_falls_back_to_history(
         repo, gpu_here, capsys):
     shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
