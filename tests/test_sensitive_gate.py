@@ -368,6 +368,26 @@ def test_a_calibration_trial_runs_a_drop_on_course_past_the_budget(monkeypatch):
     assert got[one].verdict == decision.DROP and got[one].n_new >= 6 and one in over
 
 
+def test_borrowed_noise_comes_from_kernels_of_the_same_precision():
+    """% of cuBLAS is against the cuBLAS of the kernel's precision (TF32's at 1000 takes
+    ~14 us, FP32's ~50), so an uncalibrated series borrows from calibrated kernels of its own
+    precision where its size class has any, and from every calibrated kernel only where it
+    has none (or the kernel is unknown here, as an older commit's may be)."""
+    N = decision.Noise
+    cal = calibration.Calibration("h200", None, "", noise={
+        ("05_2d_blocktiling", "1000", "pct_of_cublas"): N(0.002, 60),
+        ("11_tf32_wmma", "1000", "pct_of_cublas"): N(0.005, 20),
+        ("05_2d_blocktiling", "2048", "pct_of_cublas"): N(0.0015, 60)})
+    assert cal.prior("12_tf32_mma_sync", "1000", "pct_of_cublas") == N(0.005, 20)
+    assert cal.prior("13_tf32_wgmma_tma", "1024", "pct_of_cublas") == N(0.005, 20)  # bracketing
+    assert cal.prior("08_warptiling", "1000", "pct_of_cublas") == N(0.002, 60)
+    assert cal.prior("12_tf32_mma_sync", "2048", "pct_of_cublas") == N(0.0015, 60)   # none alike
+    assert cal.prior("14_bf16_wgmma_tma", "1000", "pct_of_cublas") == N(0.005, 20)   # worst of all
+    assert cal.prior("99_gone", "1000", "pct_of_cublas") == N(0.005, 20)
+    assert cal.borrowed("12_tf32_mma_sync", "1000", "pct_of_cublas")
+    assert not cal.borrowed("11_tf32_wmma", "1000", "pct_of_cublas")
+
+
 def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     root = tmp_path / "calibration"
     cal, why = calibration.load(root, "h200")
@@ -942,7 +962,8 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     base = _aa_file(tmp_path / "a", {("07", "8192"): quiet, ("09", "4096"): quiet},
                     "0000:00:06.0", "NVIDIA H200 GPU-aaaa")
     doc = json.loads(base.read_text())
-    doc["detection"] = [{"trial": 1, "share": 0.01}]
+    doc["detection"] = [{"trial": 1, "share": 0.01, "kernel": "07", "size": "8192",
+                         "metric": "tflops"}]
     base.write_text(json.dumps(doc))
     other = _aa_file(tmp_path / "b", {("07", "8192"): loud}, "0000:00:07.0", "NVIDIA H200 GPU-bbbb")
     assert cli_main(["calibrate", "--pool", str(other), "--out", str(tmp_path / "a")]) == 0
@@ -973,6 +994,18 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     cal = calibration.load(tmp_path / "a", "h200")[0]
     assert cal.prior("07", "8192", "tflops").dof == 16
     assert len(cal.doc["sources"]) == 3
+    # pooling only series no trial decided (another kernel's noise) keeps the detection table
+    doc = json.loads(calibration.path_for(tmp_path / "a", "h200").read_text())
+    doc["detection"] = [{"trial": 1, "share": 0.01, "kernel": "07", "size": "8192",
+                         "metric": "tflops"}]
+    calibration.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
+    capsys.readouterr()
+    tc = _aa_file(tmp_path / "e", {("11", "1000"): loud}, "0000:00:07.0", "NVIDIA H200 GPU-eeee")
+    assert cli_main(["calibrate", "--pool", str(tc), "--out", str(tmp_path / "a")]) == 0
+    assert "detection table of 1 trial(s) is kept" in capsys.readouterr().err
+    cal = calibration.load(tmp_path / "a", "h200")[0]
+    assert len(cal.doc["detection"]) == 1 and cal.prior("11", "1000", "tflops").dof == 8
+    assert cal.prior("07", "8192", "tflops").dof == 16
 
 
 def test_a_pooled_calibration_is_as_old_as_its_oldest_part(tmp_path):

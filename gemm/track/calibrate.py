@@ -516,7 +516,9 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     differs several-fold from one to another on some series), one GPU's calibration misstates
     the next one's noise; the pooled one is the noise of the pool. Each file must be usable
     (machine, GPU name, policy, age) and add GPUs the base file has not pooled yet; nothing
-    is measured. The detection table is emptied (its trials were made with other noise)."""
+    is measured. The detection table is emptied where its trials were made with other noise
+    than the pooled one (a series it decided gained a part); pooling only other series (the
+    tensor-core kernels' noise, say) keeps it."""
     base, why = calibration.load(out_dir, machine)
     if base is None:
         raise Refused(f"--pool: no usable base file: {why}")
@@ -524,6 +526,7 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     for r in base.doc.get("noise") or []:
         parts[(r["kernel"], r["size"], r["metric"])] = list(parts_of(base.doc, r))
     seen = {_source_key(p["source"]) for ps in parts.values() for p in ps}
+    gained: set = set()
     for path in others:
         path = Path(path)
         cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
@@ -539,14 +542,23 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
                           "none)")
         for key, ps in theirs.items():
             parts.setdefault(key, []).extend(ps)
+            if ps:
+                gained.add(key)
         seen |= {_source_key(p["source"]) for ps in theirs.values() for p in ps}
     rows = [pooled_row(key, ps) for key, ps in sorted(parts.items())]
     doc = {k: v for k, v in base.doc.items() if k not in ("schema", "machine", "policy")}
-    doc.update({"noise": rows, **pool_summary(rows),
-                "shares": [], "trials": 0, "detection": [], "summary": []})
-    if base.doc.get("detection"):
-        log(f"calibrate: the detection table of {len({d['trial'] for d in base.doc['detection']})} "
-            "trial(s) is dropped: its trials were made with the unpooled noise")
+    doc.update({"noise": rows, **pool_summary(rows)})
+    det = base.doc.get("detection") or []
+    changed = sorted({(d.get("kernel"), d.get("size"), d.get("metric")) for d in det} & gained)
+    if changed:
+        doc.update({"shares": [], "trials": 0, "detection": [], "summary": []})
+        log(f"calibrate: the detection table of {len({d['trial'] for d in det})} trial(s) is "
+            f"dropped: its trials were made with the unpooled noise of "
+            + ", ".join(f"{k} at {sz} ({m})" for k, sz, m in changed[:3])
+            + (" ..." if len(changed) > 3 else ""))
+    elif det:
+        log(f"calibrate: the detection table of {len({d['trial'] for d in det})} trial(s) is "
+            "kept: none of the series its trials decided gained noise")
     calibration.save(out_dir, machine, doc)
     return calibration.path_for(out_dir, machine), json.loads(
         calibration.path_for(out_dir, machine).read_text())

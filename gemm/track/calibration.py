@@ -46,21 +46,23 @@ class Calibration:
     _robust: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        """The series' own calibrated noise; else, borrowed, the largest sigma any calibrated
-        kernel showed at this size and metric, with the fewest degrees of freedom among them
-        (a conservative stand-in: how noisy a process is depends mostly on the problem's
-        duration). A size nobody calibrated takes the worst over the calibrated sizes of its
-        size class that bracket it in M*N*K (the one below and the one above; at either end
-        of the class, the nearest); None where its class has none."""
+        """The series' own calibrated noise; else, borrowed, the largest sigma the calibrated
+        kernels of its precision showed at this size and metric, with the fewest degrees of
+        freedom among them (a conservative stand-in: how noisy a process is depends mostly on
+        the problem's duration, and % of cuBLAS on the cuBLAS of that precision: TF32's at
+        1000 takes ~14 us, FP32's ~50). A size none of them calibrated takes the worst over
+        their calibrated sizes of its size class that bracket it in M*N*K (the one below and
+        the one above; at either end of the class, the nearest). Where no kernel of its
+        precision was calibrated in its class (or its precision is unknown here: a kernel of
+        an older commit), the same over every calibrated kernel; None where its class has
+        none."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own
-        sizes = {s for (_, s, m) in self.noise if m == metric}
-        near = [size] if size in sizes else bracketing_sizes(size, sizes)
-        same = [n for (k, s, m), n in self.noise.items() if s in near and m == metric]
-        if not same:
-            return None
-        return Noise(max(n.sigma for n in same), min(n.dof for n in same))
+        mine = precision_of(kernel)
+        alike = {key: n for key, n in self.noise.items()
+                 if mine is not None and precision_of(key[0]) == mine}
+        return _worst_near(alike, size, metric) or _worst_near(self.noise, size, metric)
 
     def _aa_values(self, key) -> list[list[float]]:
         """The series' A/A process values in the file, one list per GPU (a pooled row's parts)."""
@@ -103,6 +105,26 @@ class Calibration:
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
         return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None
+
+
+def precision_of(kernel: str) -> str | None:
+    """The registry's precision of a kernel (None for one it does not know)."""
+    from ..core import registry
+    try:
+        return registry.get(kernel).precision
+    except (KeyError, ValueError):
+        return None
+
+
+def _worst_near(noise: dict, size: str, metric: str) -> Noise | None:
+    """The largest sigma in `noise` at `size` (else at the calibrated sizes of its class that
+    bracket it), with the fewest degrees of freedom among them; None if there are none."""
+    sizes = {s for (_, s, m) in noise if m == metric}
+    near = [size] if size in sizes else bracketing_sizes(size, sizes)
+    same = [n for (k, s, m), n in noise.items() if s in near and m == metric]
+    if not same:
+        return None
+    return Noise(max(n.sigma for n in same), min(n.dof for n in same))
 
 
 def bracketing_sizes(size: str, sizes) -> list[str]:
