@@ -146,3 +146,25 @@ def test_a_kernel_name_for_record_becomes_its_class():
     assert re.search(rx, "bench_gemm.Kernel_10_autotuned.track_tflops('4096')")
     assert not re.search(rx, "bench_gemm.Kernel_01_naive.track_tflops('1024')")
     assert _bench_regex("track_seconds") == "track_seconds"
+
+
+@pytest.mark.parametrize("extra,shared", [((), True), (("-b", "Kernel_05_2d_blocktiling"), False)])
+def test_the_whole_suite_shares_one_sweep_and_chosen_classes_do_not(repo, monkeypatch, extra,
+                                                                     shared):
+    """gemm record of the whole suite names a shared-sweep file in the staging area (one
+    worker for every class: gemm.record.suite.sweep); `-b` runs sweep only their classes."""
+    monkeypatch.setenv("FAKE_ASV_MODE", "good")
+    monkeypatch.setenv("GEMM_SHARED_SWEEP", "/left/over/from/outside")
+    seen = {}
+    real = subprocess.call
+
+    def call(cmd, cwd=None, env=None):
+        seen.update(env or {})
+        return real(cmd, cwd=cwd, env=env)
+    monkeypatch.setattr(track.subprocess, "call", call)
+    track.record(repo, "h200", "abcdef1234567890", list(extra))
+    got = seen.get("GEMM_SHARED_SWEEP")
+    if shared:
+        assert got == str(repo.resolve() / ".asv" / "staging" / "shared-sweep.json")
+    else:
+        assert got is None

@@ -302,3 +302,58 @@ def test_the_worker_timeout_counts_from_its_last_report_not_from_its_start(monke
     popen.argv = ["2", "1.5"]          # silent for 1.5 s: killed
     got = list(sw.run_worker({}, timeout=1.0))
     assert got[-1][0] == "exit" and got[-1][1]["timed_out"] is True
+
+
+def _shared_env(monkeypatch, tmp_path, fail=False, drop=None):
+    """suite.sweep with GEMM_SHARED_SWEEP set and the measuring stood in: returns the list of
+    target lists each stand-in sweep was asked for."""
+    import gemm.measure.sweep as sw
+    calls = []
+
+    def run(names, problems, policy, progress=None):
+        calls.append(list(names))
+        if fail:
+            raise RuntimeError("no GPU here")
+        recs = [{"kernel": n, "size": p.label, "status": "ok"} for n in names for p in problems
+                if len(names) == 1 or (n, p.label) != drop]   # alone, it measures all
+        return {"schema": "s", "device": {"name": "fake"}, "records": recs,
+                "values": [{"kernel": r["kernel"], "size": r["size"]} for r in recs],
+                "workers": [{"targets": list(names)}], "wall_s": 1.0}
+    monkeypatch.setattr(sw, "sweep", run)
+    monkeypatch.setattr(sw, "probe_gpu", lambda: (True, ""))
+    monkeypatch.setenv(suite.SHARED, str(tmp_path / "shared.json"))
+    monkeypatch.setenv("GEMM_SWEEP_DIR", str(tmp_path / "sweeps"))
+    return calls
+
+
+def test_the_whole_suite_shares_one_sweep_in_one_worker(monkeypatch, tmp_path):
+    """With GEMM_SHARED_SWEEP (gemm record of the whole suite) the first class set up sweeps
+    every target in one worker; each class gets exactly its own records, as its own sweep
+    would have; the dump holds the shared sweep once (its time is not counted per class)."""
+    calls = _shared_env(monkeypatch, tmp_path)
+    k05 = suite.sweep("05_2d_blocktiling")
+    blas = suite.sweep("cublas_fp32")
+    assert calls == [suite.targets()]
+    assert {r["kernel"] for r in k05["records"]} == {"05_2d_blocktiling"}
+    assert sorted(r["size"] for r in k05["records"]) == sorted(suite.SIZES)
+    assert {v["kernel"] for v in blas["values"]} == {"cublas_fp32"}
+    assert k05["workers"] == [] and k05["device"] == {"name": "fake"}
+    assert [p.name for p in (tmp_path / "sweeps").iterdir()] == ["sweep-shared.json"]
+
+
+def test_a_target_the_shared_sweep_missed_is_swept_alone(monkeypatch, tmp_path):
+    calls = _shared_env(monkeypatch, tmp_path, drop=("07_bank_conflict_free", "4096"))
+    suite.sweep("05_2d_blocktiling")
+    doc = suite.sweep("07_bank_conflict_free")
+    assert calls == [suite.targets(), ["07_bank_conflict_free"]]
+    assert "shared" not in doc and len(doc["records"]) == len(suite.SIZES)
+
+
+def test_a_shared_sweep_that_fails_is_tried_once_then_each_class_sweeps_alone(monkeypatch,
+                                                                               tmp_path):
+    calls = _shared_env(monkeypatch, tmp_path, fail=True)
+    for t in ("05_2d_blocktiling", "07_bank_conflict_free"):
+        with pytest.raises(RuntimeError, match="no GPU here"):
+            suite.sweep(t)
+    assert calls == [suite.targets(), ["05_2d_blocktiling"], ["07_bank_conflict_free"]]
+    assert "failed" in json.loads((tmp_path / "shared.json").read_text())

@@ -113,6 +113,12 @@ def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path |
     env = dict(os.environ)
     paths = [str(repo)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["ASV_PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    if not any(a in ("-b", "--bench") for a in extra_args):
+        # the whole suite: one sweep of every target in one worker, shared by the classes
+        # (gemm.record.suite.sweep); a run of chosen classes sweeps only theirs
+        env["GEMM_SHARED_SWEEP"] = str(stage_root / "shared-sweep.json")
+    else:
+        env.pop("GEMM_SHARED_SWEEP", None)
     rc = subprocess.call(cmd, cwd=repo, env=env)
     new = [p for p in _result_files(stage / machine)
            if p not in before or p.stat().st_mtime_ns != before[p]] if (stage / machine).exists() else []

@@ -1,7 +1,8 @@
 """The per-commit asv suite, generated from the registry (benchmarks/bench_gemm.py calls
 `classes`): one class per kernel, `Kernel_<name>`, whose setup_cache sweeps that kernel over the
 tracked sizes with its cuBLAS baseline interleaved, so `asv run -b 05` measures kernel 05 alone;
-and `Cublas`, whose setup_cache measures each cuBLAS configuration alone. The track_ methods only
+and `Cublas`, whose setup_cache measures each cuBLAS configuration alone (when `gemm record` runs
+the whole suite, all of them come from one shared sweep: `sweep`). The track_ methods only
 look values up (gemm.core.metrics: one per metric, with its unit and version) and return asv's
 sample protocol {"samples": [...], "number": 1}, so asv keeps medians and quartiles.
 
@@ -26,18 +27,75 @@ SETUP_TIMEOUT_S = 1800
 TRACK_TIMEOUT_S = 120
 
 
+SHARED = "GEMM_SHARED_SWEEP"
+
+
+def targets() -> list[str]:
+    """What the whole suite measures: every kernel (its baseline interleaved) and every cuBLAS
+    configuration alone, in the classes' order."""
+    return registry.names() + registry.baselines()
+
+
 def sweep(target: str) -> dict:
-    """One target over the tracked sizes under the suite's policy (a GPU is needed)."""
+    """One target over the tracked sizes under the suite's policy (a GPU is needed). Where
+    `gemm record` runs the whole suite it names a file in GEMM_SHARED_SWEEP: the first class
+    set up then sweeps every target in one worker process (shared_sweep) and each class takes
+    its own records from it, so the suite pays one process start and one cuBLAS load instead
+    of one per class (18 on the H200 at a53c7cc: about 30 of its 125 s of sweeps). A target
+    the shared sweep did not fully measure is swept alone, as without it."""
+    shared = os.environ.get(SHARED)
+    if shared:
+        part = shared_part(shared_sweep(Path(shared)), target)
+        if part is not None:
+            return part
+    return _sweep([target], f"sweep-{target}.json")
+
+
+def _sweep(names: list[str], dump_as: str) -> dict:
     from ..measure.sweep import probe_gpu, progress_printer, sweep as run
     ok, why = probe_gpu()
     if not ok:
         raise RuntimeError(f"the benchmark sweep needs a CUDA GPU: {why}")
-    doc = run([target], shapes.problems(SIZES), SUITE, progress=progress_printer(sys.stderr))
+    doc = run(names, shapes.problems(SIZES), SUITE, progress=progress_printer(sys.stderr))
     dump = os.environ.get("GEMM_SWEEP_DIR")
     if dump:
         Path(dump).mkdir(parents=True, exist_ok=True)
-        (Path(dump) / f"sweep-{target}.json").write_text(json.dumps(doc))
+        (Path(dump) / dump_as).write_text(json.dumps(doc))
     return doc
+
+
+def shared_sweep(path: Path) -> dict | None:
+    """The suite's sweep of every target in one worker, made by the first caller and read by
+    the rest (asv sets classes up one after another, each in its own process). None if it
+    could not be made (said once, in the file, so no class tries again: each sweeps alone)."""
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return doc if "records" in doc else None
+    try:
+        doc = _sweep(targets(), "sweep-shared.json")
+    except Exception as exc:       # noqa: BLE001 -- every class then sweeps on its own
+        doc = {"failed": f"{type(exc).__name__}: {exc}"}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+    return doc if "records" in doc else None
+
+
+def shared_part(doc: dict | None, target: str) -> dict | None:
+    """`target`'s records of the shared sweep, as its own sweep would have given them; None
+    unless every tracked size of it is there."""
+    if doc is None:
+        return None
+    recs = [r for r in doc["records"] if r.get("kernel") == target]
+    if not set(SIZES) <= {r.get("size") for r in recs}:
+        return None
+    return {**{k: v for k, v in doc.items() if k not in ("records", "values", "workers")},
+            "records": recs, "values": [v for v in doc.get("values", [])
+                                        if v.get("kernel") == target],
+            "workers": [], "shared": True}
 
 
 def _record(cache: dict, size: str) -> dict:
