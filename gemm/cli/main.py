@@ -620,7 +620,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--pool", nargs="+", metavar="FILE",
                     help="pool these files' A/A noise (other GPUs of the same name, e.g. a pool "
                     "of lent machines) into the machine's file, series by series; empties its "
-                    "detection table; measures nothing")
+                    "detection table where its trials' series gained noise; measures nothing")
     ca.set_defaults(fn=cmd_calibrate)
 
     tu = sub.add_parser("tune", help="search a kernel's constants on this GPU (its `tune` space)"

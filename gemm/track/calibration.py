@@ -112,7 +112,7 @@ def precision_of(kernel: str) -> str | None:
     from ..core import registry
     try:
         return registry.get(kernel).precision
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError, AttributeError):
         return None
 
 
