@@ -166,15 +166,20 @@ def test_borrowed_noise_does_not_judge_the_gpu(repo, gpu_here, capsys):
     calibration.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "05_other", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
-    assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
+    assert gate(repo, res, "--no-anchor", "--min-rounds", "2", "--max-rounds", "2") == 0
     out = capsys.readouterr()
     assert "the A/A control moved" not in out.err and "unstable" not in out.out
-    assert out.err.count("regress: no A/A control: every series measured has noise "
-                         "borrowed") == 1
+    assert out.err.count("regress: no A/A control from here on: every series still "
+                         "undecided has noise borrowed") == 1 and out.err.count("A/B round 2/2") >= 1   # said once
     quiet_runner(repo)                     # the series' own calibration: the control is back
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
     out = capsys.readouterr()
     assert "the A/A control moved" in out.err and "no A/A control" not in out.err
+    # no calibration at all: the rounds' own spread judges the GPU (no unguarded rounds)
+    calibration.path_for(repo.parent / "calibration", "h200").unlink()
+    assert gate(repo, res, "--no-anchor", "--max-rounds", "3") == 0
+    out = capsys.readouterr()
+    assert "no A/A control" not in out.err and "no calibration" in out.err
 
 
 def test_an_ab_that_breaks_off_keeps_its_decisions_and_never_falls_back_to_history(
@@ -386,6 +391,13 @@ def test_borrowed_noise_comes_from_kernels_of_the_same_precision():
     assert cal.prior("99_gone", "1000", "pct_of_cublas") == N(0.005, 20)
     assert cal.borrowed("12_tf32_mma_sync", "1000", "pct_of_cublas")
     assert not cal.borrowed("11_tf32_wmma", "1000", "pct_of_cublas")
+    # its precision calibrated only a farther size than another kernel did: the worse of the
+    # two stands in (a quiet TF32 1000 says no more about 1024 than FP32's own 1024 does)
+    far = calibration.Calibration("h200", None, "", noise={
+        ("11_tf32_wmma", "1000", "tflops"): N(0.001, 20),
+        ("05_2d_blocktiling", "1024", "tflops"): N(0.003, 60)})
+    assert far.prior("12_tf32_mma_sync", "1024", "tflops") == N(0.003, 20)
+    assert far.prior("12_tf32_mma_sync", "1000", "tflops") == N(0.001, 20)
 
 
 def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
@@ -996,8 +1008,9 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     assert len(cal.doc["sources"]) == 3
     # pooling only series no trial decided (another kernel's noise) keeps the detection table
     doc = json.loads(calibration.path_for(tmp_path / "a", "h200").read_text())
+    p07 = cal.prior("07", "8192", "tflops")
     doc["detection"] = [{"trial": 1, "share": 0.01, "kernel": "07", "size": "8192",
-                         "metric": "tflops"}]
+                         "metric": "tflops", "prior_sigma": p07.sigma, "prior_dof": p07.dof}]
     calibration.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
     capsys.readouterr()
     tc = _aa_file(tmp_path / "e", {("11", "1000"): loud}, "0000:00:07.0", "NVIDIA H200 GPU-eeee")
@@ -1006,6 +1019,18 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     cal = calibration.load(tmp_path / "a", "h200")[0]
     assert len(cal.doc["detection"]) == 1 and cal.prior("11", "1000", "tflops").dof == 8
     assert cal.prior("07", "8192", "tflops").dof == 16
+    # ... unless a series it decided borrowed its noise, and the pooled series moves that
+    doc = json.loads(calibration.path_for(tmp_path / "a", "h200").read_text())
+    p05 = cal.prior("05", "8192", "tflops")                  # borrowed from 07's
+    doc["detection"].append({"trial": 1, "share": 0.01, "kernel": "05", "size": "8192",
+                             "metric": "tflops", "prior_sigma": p05.sigma, "prior_dof": p05.dof})
+    calibration.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
+    louder = [42.0 * (1 + 0.01 * e) for e in (-2, -1, 0, 1, 2)]
+    more = _aa_file(tmp_path / "f", {("06", "8192"): louder}, "0000:00:07.0", "NVIDIA H200 GPU-ffff")
+    assert cli_main(["calibrate", "--pool", str(more), "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "detection table of 1 trial(s) is dropped" in err and "05 at 8192" in err
+    assert calibration.load(tmp_path / "a", "h200")[0].doc["detection"] == []
 
 
 def test_a_pooled_calibration_is_as_old_as_its_oldest_part(tmp_path):
@@ -1220,3 +1245,24 @@ def test_the_verdicts_and_the_noise_table_say_which_rule_decides(tmp_path, capsy
     rows = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines()
             if ln.startswith(("07 ", "09 "))}
     assert rows["07"][-1] == "huber" and rows["09"][-1] == "mean"
+
+
+def test_unguarded_rounds_are_said_once_per_ab():
+    """ABRun.unstable, round after round, where every undecided series borrows its noise: the
+    log says once that the A/B runs without an A/A control; a series calibrated itself is a
+    control (nothing said)."""
+    from gemm.track.confirm import ABRun
+    from gemm.track.gate import Row
+    N = decision.Noise
+    cal = calibration.Calibration("h200", None, "", noise={
+        ("05_2d_blocktiling", "4096", "tflops"): N(0.002, 60)})
+    rows = [(Row("11_tf32_wmma", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005, "drop?"),
+             "a" * 40)]
+    said: list = []
+    run = ABRun(rows, GateConfig(), "b" * 40, {}, said.append, cal)
+    assert run.unstable() is None and run.unstable() is None
+    assert len([s for s in said if "no A/A control" in s]) == 1
+    said.clear()
+    own = ABRun([(Row("05_2d_blocktiling", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005,
+                      "drop?"), "a" * 40)], GateConfig(), "b" * 40, {}, said.append, cal)
+    assert own.unstable() is None and not said

@@ -517,8 +517,8 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     the next one's noise; the pooled one is the noise of the pool. Each file must be usable
     (machine, GPU name, policy, age) and add GPUs the base file has not pooled yet; nothing
     is measured. The detection table is emptied where its trials were made with other noise
-    than the pooled one (a series it decided gained a part); pooling only other series (the
-    tensor-core kernels' noise, say) keeps it."""
+    than the pooled one (a series it decided gained a part, or the noise it borrowed moved);
+    pooling only other series (the tensor-core kernels' noise, say) keeps it."""
     base, why = calibration.load(out_dir, machine)
     if base is None:
         raise Refused(f"--pool: no usable base file: {why}")
@@ -550,15 +550,18 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     doc.update({"noise": rows, **pool_summary(rows)})
     det = base.doc.get("detection") or []
     changed = sorted({(d.get("kernel"), d.get("size"), d.get("metric")) for d in det} & gained)
-    if changed:
+    # a series that borrowed its prior can have it moved by noise pooled for another series
+    moved = _other_noise(calibration.of_doc(machine, doc), det) if det else ""
+    if changed or moved:
         doc.update({"shares": [], "trials": 0, "detection": [], "summary": []})
         log(f"calibrate: the detection table of {len({d['trial'] for d in det})} trial(s) is "
             f"dropped: its trials were made with the unpooled noise of "
-            + ", ".join(f"{k} at {sz} ({m})" for k, sz, m in changed[:3])
-            + (" ..." if len(changed) > 3 else ""))
+            + (", ".join(f"{k} at {sz} ({m})" for k, sz, m in changed[:3])
+               + (" ..." if len(changed) > 3 else "") if changed else
+               f"the series they decided (the prior of {moved} moves)"))
     elif det:
         log(f"calibrate: the detection table of {len({d['trial'] for d in det})} trial(s) is "
-            "kept: none of the series its trials decided gained noise")
+            "kept: the noise of every series its trials decided is as it was")
     calibration.save(out_dir, machine, doc)
     return calibration.path_for(out_dir, machine), json.loads(
         calibration.path_for(out_dir, machine).read_text())

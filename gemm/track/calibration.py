@@ -54,15 +54,21 @@ class Calibration:
         their calibrated sizes of its size class that bracket it in M*N*K (the one below and
         the one above; at either end of the class, the nearest). Where no kernel of its
         precision was calibrated in its class (or its precision is unknown here: a kernel of
-        an older commit), the same over every calibrated kernel; None where its class has
-        none."""
+        an older commit), the same over every calibrated kernel; and where its precision's
+        nearest calibrated sizes are farther from it than other kernels' are, the worse of the
+        two. None where its class has none."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own
         mine = precision_of(kernel)
         alike = {key: n for key, n in self.noise.items()
                  if mine is not None and precision_of(key[0]) == mine}
-        return _worst_near(alike, size, metric) or _worst_near(self.noise, size, metric)
+        every = _worst_near(self.noise, size, metric)
+        if _near(alike, size, metric) == _near(self.noise, size, metric):
+            return _worst_near(alike, size, metric) or every
+        # its precision calibrated only sizes farther from this one than other kernels did:
+        # the worse of the two (a farther size is no better a stand-in than another precision)
+        return _worse(_worst_near(alike, size, metric), every)
 
     def _aa_values(self, key) -> list[list[float]]:
         """The series' A/A process values in the file, one list per GPU (a pooled row's parts)."""
@@ -116,15 +122,28 @@ def precision_of(kernel: str) -> str | None:
         return None
 
 
+def _near(noise: dict, size: str, metric: str) -> list[str]:
+    """The sizes of `noise` that stand in for `size`: itself where calibrated, else the
+    calibrated sizes of its class that bracket it."""
+    sizes = {s for (_, s, m) in noise if m == metric}
+    return [size] if size in sizes else bracketing_sizes(size, sizes)
+
+
 def _worst_near(noise: dict, size: str, metric: str) -> Noise | None:
     """The largest sigma in `noise` at `size` (else at the calibrated sizes of its class that
     bracket it), with the fewest degrees of freedom among them; None if there are none."""
-    sizes = {s for (_, s, m) in noise if m == metric}
-    near = [size] if size in sizes else bracketing_sizes(size, sizes)
+    near = _near(noise, size, metric)
     same = [n for (k, s, m), n in noise.items() if s in near and m == metric]
     if not same:
         return None
     return Noise(max(n.sigma for n in same), min(n.dof for n in same))
+
+
+def _worse(a: Noise | None, b: Noise | None) -> Noise | None:
+    """The larger sigma of the two, with the fewer degrees of freedom (None: the other)."""
+    if a is None or b is None:
+        return a or b
+    return Noise(max(a.sigma, b.sigma), min(a.dof, b.dof))
 
 
 def bracketing_sizes(size: str, sizes) -> list[str]:

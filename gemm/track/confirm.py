@@ -131,7 +131,8 @@ class ABRun:
 
     def judges_gpu(self, r: Row) -> bool:
         """Does this series' A/A control judge the GPU? Only where its noise is known: its own
-        calibration on this runner, or no calibration at all (the rounds' own spread). Noise
+        calibration on this runner, or no calibration file at all (the rounds' own spread;
+        likewise a series that neither has nor can borrow calibrated noise). Noise
         borrowed from other series is a fair stand-in for deciding a drop against the minimum
         effect, not for telling the GPU from the series: the A/A's drift correction
         multiplies the new code's process-to-process noise by k (3 with one reference), and a
@@ -148,8 +149,9 @@ class ABRun:
         judges = [i for i in todo if self.judges_gpu(self.comps[i][0])]
         if todo and not judges and not self.unguarded:
             self.unguarded = True
-            self.log("regress: no A/A control: every series measured has noise borrowed from "
-                     "other series (gemm calibrate them on this runner to guard their A/B)")
+            self.log("regress: no A/A control from here on: every series still undecided "
+                     "has noise borrowed from other series (gemm calibrate them on this runner "
+                     "to guard their A/B)")
         for i in judges:
             r, c = self.comps[i]
             v, nv = self.arm(c, r), self.arm("new", r)["new"]
