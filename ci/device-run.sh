@@ -20,6 +20,8 @@
 #   falsealarm  the gate's false-alarm test: FA_RUNS throwaway commits on HEAD that change no
 #               code (a line in a scratch text file), each recorded in full and gated like a
 #               per-commit run into a scratch copy of the history; every alarm is counted
+#               (FA_REGRESS_ARGS: more gemm regress arguments, e.g. a lower --screen to send
+#               many series of unchanged code to the A/B at once)
 #   policystudy candidate measurement policies (POLICY_CANDIDATES: ';'-separated, each
 #               "field=value,..." of gemm/core/policy.py's Policy, or "today"), each on a
 #               throwaway commit (ci/policy_candidate.py): the A/A noise of PS_ARGS (default:
@@ -224,7 +226,7 @@ PY
         rrc=$?; t2=$SECONDS
         echo "false-alarm run $i: record exit $rrc in $((t2 - t1)) s; gating" >> "$work/falsealarm.log"; pack
         gemm regress --repo . --results "$d/results" --verdicts "$d/verdicts" --machine "$MACHINE" \
-          --commit "$sha" --record-verdicts --json "$d/run$i.json" > "$d/run$i.log" 2>&1
+          --commit "$sha" --record-verdicts --json "$d/run$i.json" ${FA_REGRESS_ARGS:-} > "$d/run$i.log" 2>&1
         grc=$?
         echo "false-alarm run $i (${sha:0:10}, ${gpu:-unknown GPU}): record exit $rrc in $((t2 - t1)) s, gate exit $grc in $((SECONDS - t2)) s" | tee -a "$work/falsealarm.log"
         summary "$d/run$i.json" >> "$work/falsealarm.log"; pack

@@ -50,11 +50,13 @@ def add_arguments(p) -> None:
                    "default a series whose calibration shows a heavy tail (a few processes in "
                    "a slow state) is decided by Huber locations")
     p.add_argument("--budget", type=float, default=GateConfig.budget_s, metavar="S",
-                   help="A/B wall time: no new round starts after S seconds (default 180), "
-                   "but for what is on course for a DROP (--overtime)")
+                   help="A/B wall time (default 180): each round takes what fits in the "
+                   "time left (what a round costs is learned as measured), the most "
+                   "suspicious first; the first round at least one comparison; past it, what "
+                   "is on course for a DROP (--overtime)")
     p.add_argument("--overtime", type=float, default=GateConfig.overtime_s, metavar="S",
                    help="past the budget, what is on course for a DROP (its estimate past the "
-                   "margin) is measured on, alone, for up to S seconds more, within "
+                   "margin) is measured on, alone, in rounds that fit in S seconds more, within "
                    "--max-rounds (default 60; 0: everything stops at the budget)")
     p.add_argument("--window", type=int, default=GateConfig.window,
                    help="earlier commits in the history (default 10)")

@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 TIMEOUT_S = 900
@@ -163,6 +164,21 @@ def _values(got: dict, tree: Path, legacy: bool) -> dict:
     return out
 
 
+def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
+    """Add a measuring process's seconds to `walls` (measure's): per asked-for target, its
+    records' opening, checking and timing; the rest (start-up) under None."""
+    spent = 0.0
+    for r in doc.get("records") or []:
+        key = (r.get("kernel"), r.get("size"))
+        if key[1] not in series.get(key[0], ()):
+            continue
+        w = r.get("wall") or {}
+        s = sum(float(w.get(k) or 0.0) for k in ("open_s", "check_s", "time_s"))
+        walls[key] = walls.get(key, 0.0) + s
+        spent += s
+    walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
+
+
 def series_of(pairs) -> dict[str, list[str]]:
     """{kernel: [sizes]} of (kernel, size) pairs, in their order, each size once: what
     `measure` takes."""
@@ -189,7 +205,8 @@ def placements(doc: dict) -> dict:
 
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None, tasks: bool | None = None) -> dict:
+            sets: dict | None = None, tasks: bool | None = None,
+            walls: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
     One `gemm measure` process for all of it where the tree's takes `--task` (the pairs in
     series order: kernel by kernel, each's sizes in turn; as `--kernel`s x `--sizes` run them
@@ -198,10 +215,15 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
     adds variables (gemm calibrate's fault injection); `device`, if given, is filled with the
     measuring GPU's description, and `sets` with the kernels' per-placement medians
     (`placements`). `tasks` False measures per group even where the tree has --task (an
-    A/B whose other trees lack it measures every arm alike: gemm.track.confirm)."""
+    A/B whose other trees lack it measures every arm alike: gemm.track.confirm). `walls`, if
+    given, gets each (kernel, size)'s seconds (its records' checking and timing) and, under
+    None, the processes' other seconds (their start-up): what gemm.track.plan learns from."""
     tree = Path(tree).resolve()
     if not has_entry_point(tree):
+        t0 = time.monotonic()
         out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
+        if walls is not None:
+            walls[None] = walls.get(None, 0.0) + time.monotonic() - t0
         lines = [ln for ln in out.stdout.splitlines() if ln.startswith(LEGACY_TAG)]
         if out.returncode != 0 or not lines:
             raise ABError(f"measuring with the code of {tree.name} failed (exit {out.returncode}): "
@@ -224,11 +246,15 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
         for i, (kernels, what_args) in enumerate(runs):
             path = Path(tmp) / f"measure-{i}.json"
             what = ", ".join(kernels)
+            t0 = time.monotonic()
             out = _run(tree, ["-m", "gemm", "measure", *what_args, *policy_args(tree),
                               "--json", str(path)], timeout, env)
+            took = time.monotonic() - t0
             try:
                 doc = json.loads(path.read_text())
                 got = _values(doc, tree, legacy=False)
+                if walls is not None:
+                    _walls(doc, series, took, walls)
                 if device is not None and doc.get("device"):
                     device.update(doc["device"])
                 if sets is not None:

@@ -11,12 +11,16 @@ measured again, alone. The family-wise error rate `alpha` holds over every compa
 commit and every look (Bonferroni over both). An A/A control (each reference's first
 processes against its last, on the series whose noise this runner calibrated) guards the run:
 if the same code moved, the rounds are discarded and measured once more; if it moves again,
-what is undecided is UNRESOLVED. So is what is
-undecided when the A/B's time budget is spent (no new round starts past it; the per-commit
-job stays bounded), but for overtime (GateConfig.overtime_s): a comparison on course for a
-DROP (decision.on_course: its estimate past the margin, its interval not yet) is measured on,
-alone, for up to overtime_s more within the round cap, so a real drop is rarely left
-UNRESOLVED for want of time.
+what is undecided is UNRESOLVED. The A/B keeps to its time budget (the per-commit job stays
+bounded): each round takes the undecided comparisons that fit in the time left, by what a
+round costs (gemm.track.plan: learned from the arms' processes, guessed before), those on
+course for a DROP first, then those not yet measured (the furthest past their screen first),
+then the rest; a comparison may join in a later round (it is paired round by round with the
+new code's processes of its own rounds). What never found room, or is undecided when no
+round fits, is UNRESOLVED, and says which; but for overtime (GateConfig.overtime_s): a
+comparison on course for a DROP (decision.on_course: its estimate past the margin, its
+interval not yet) is measured on, alone, in rounds that fit in up to overtime_s more, within
+the round cap, so a real drop is rarely left UNRESOLVED for want of time.
 
 Where no A/B can be made (a reference cannot be checked out or measured) the judged commit's
 own code is re-measured and compared with the history's screen. Without a GPU, a verdict kept
@@ -29,7 +33,7 @@ import math
 import time
 
 from ..core import stats
-from . import abtest, decision
+from . import abtest, decision, plan
 from .gate import GateConfig, Row, candidates_against
 
 
@@ -63,7 +67,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             r.verdict, r.note = "UNRESOLVED", "no reference commit to compare with"
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
-        ab = ABRun(comparisons, cfg, new_commit, None, log, calibration)
+        ab = ABRun(comparisons, cfg, new_commit, None, log, calibration, plan.speeds(rows))
         try:
             with abtest.trees(repo, refs + [new_commit]) as tree:
                 ab.tree = tree
@@ -79,7 +83,8 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
 class ABRun:
     """The rounds of one commit's A/B and the decisions they lead to."""
 
-    def __init__(self, comparisons, cfg: GateConfig, new: str, tree: dict, log, calibration):
+    def __init__(self, comparisons, cfg: GateConfig, new: str, tree: dict, log, calibration,
+                 speeds: dict | None = None):
         self.comps = comparisons
         self.cfg, self.new, self.tree, self.log, self.cal = cfg, new, tree, log, calibration
         # Bonferroni over every comparison, every look, and the one allowed restart
@@ -91,6 +96,7 @@ class ABRun:
         self.overtime: set[int] = set()   # measured past the time budget (on course for a DROP)
         self.values: dict = {}
         self.unguarded = False            # said once: no series here can judge the GPU
+        self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
 
     def prior(self, r: Row):
         return self.cal.prior(r.kernel, r.size, r.metric) if self.cal is not None else None
@@ -100,19 +106,14 @@ class ABRun:
                 if i not in self.decided and i not in self.failed and i not in self.moot
                 and i not in self.closed]
 
-    def measure_round(self, n: int) -> None:
-        todo = self.undecided()
+    def measure_round(self, n: int, chosen: list[int]) -> None:
+        """Round n over the comparisons `chosen` (what else their targets give comes free)."""
         plan: dict[str, list[Row]] = {}
-        for i in todo:
+        for i in chosen:
             r, c = self.comps[i]
             plan.setdefault(c, []).append(r)
         refs = list(plan)
-        union = series([self.comps[i][0] for i in todo])
-        for j, sha in enumerate(refs):   # how many new-code steps apart a reference's two
-            for r in plan[sha]:          # processes are in R1 .. Rm N N Rm .. R1
-                self.values.setdefault((sha, (r.kernel, r.size, r.metric)),
-                                       {"first": [], "last": [], "new": [], "k": []})
-                self.values[(sha, (r.kernel, r.size, r.metric))]["k"].append(2 * len(refs) + 1 - 2 * j)
+        union = series([self.comps[i][0] for i in chosen])
         # every arm in the same layout: one process each only where every tree can
         alike = all(abtest.has_tasks(t) for t in self.tree.values())
         for sha, pos in abtest.palindrome(refs, self.new):
@@ -121,13 +122,73 @@ class ABRun:
                      f"{'new' if pos == 'new' else 'reference'} {sha[:10]}: "
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
-            for key, v in abtest.measure(self.tree[sha], what, tasks=alike).items():
-                self.values.setdefault((arm, key), {"first": [], "last": [], "new": [],
-                                                    "k": []})[pos].append(v)
+            walls: dict = {}
+            t0 = time.monotonic()
+            got = abtest.measure(self.tree[sha], what, tasks=alike, walls=walls)
+            if None not in walls:   # a stand-in that does not say: all of it as start-up
+                walls[None] = max(0.0, time.monotonic() - t0 - sum(walls.values()))
+            self.costs.learn(sha, walls)
+            for key, v in got.items():
+                d = self.values.setdefault((arm, key), {"first": [], "last": [], "new": [],
+                                                        "k": [], "round": []})
+                d[pos].append(v)
+                if pos == "first":     # how many new-code steps apart its two processes are
+                    d["k"].append(2 * len(refs) + 1 - 2 * refs.index(sha))  # (R1 .. N N .. R1)
+                    d["round"].append(n)
+                elif pos == "new" and len(d["new"]) % 2:
+                    d["round"].append(n)
+
+    def paired(self, i: int) -> tuple[list, list, list]:
+        """Comparison i's rounds: ([[first, last] of the reference], [[new, new]], [k]),
+        round by round, only rounds in which both its arms were measured."""
+        r, c = self.comps[i]
+        v, nv = self.arm(c, r), self.arm("new", r)
+        news = dict(zip(nv["round"], zip(nv["new"][0::2], nv["new"][1::2])))
+        refs, new, ks = [], [], []
+        for n, a, b, k in zip(v["round"], v["first"], v["last"], v["k"]):
+            if n in news:
+                refs.append([a, b])
+                new.append(list(news[n]))
+                ks.append(k)
+        return refs, new, ks
+
+    def priority(self, i: int) -> tuple:
+        """Which comparison a round takes first when not all fit the time left: those the
+        A/B has on course for a DROP, then those not measured yet (the furthest past their
+        screen first), then the others measured (the slowest estimate first)."""
+        r, c = self.comps[i]
+        if self.paired(i)[0]:
+            try:
+                e = self.effect(i)
+            except ValueError:     # a failed value: its verdict comes without more rounds
+                return (0, -math.inf)
+            return (0 if decision.on_course(e, r.min_effect) else 2, e.estimate)
+        change = r.change if c == r.reference else r.anchor_change
+        return (1, (change or 0.0) / (r.bound or 1.0))
+
+    def choose(self, left: float, first: bool = False) -> list[int]:
+        """The undecided comparisons a round can take in `left` seconds (gemm.track.plan),
+        by priority; a comparison whose target the round measures anyway comes free. The
+        first round takes at least the first comparison, whatever the budget."""
+        arms: dict[str, set] = {}
+        chosen = []
+        for i in sorted(self.undecided(), key=self.priority):
+            r, c = self.comps[i]
+            t = (r.kernel, r.size)
+            if t in arms.get(c, ()) and t in arms.get(self.new, ()):
+                chosen.append(i)
+                continue
+            trial = {a: set(ts) for a, ts in arms.items()}
+            trial.setdefault(c, set()).add(t)
+            trial.setdefault(self.new, set()).add(t)
+            if self.costs.round_s(trial) <= left or (first and not chosen):
+                arms = trial
+                chosen.append(i)
+        return chosen
 
     def arm(self, arm: str, r: Row) -> dict:
         return self.values.get((arm, (r.kernel, r.size, r.metric)),
-                               {"first": [], "last": [], "new": [], "k": []})
+                               {"first": [], "last": [], "new": [], "k": [], "round": []})
 
     def judges_gpu(self, r: Row) -> bool:
         """Does this series' A/A control judge the GPU? Only where its noise is known: its own
@@ -154,14 +215,12 @@ class ABRun:
                      "to guard their A/B)")
         for i in judges:
             r, c = self.comps[i]
-            v, nv = self.arm(c, r), self.arm("new", r)["new"]
-            first, last = v["first"], v["last"]
-            pairs = list(zip(nv[0::2], nv[1::2]))
-            if (None in first or None in last or None in nv or not first or not last
-                    or len(pairs) != len(first)):
+            refs, pairs, ks = self.paired(i)
+            first, last = [a for a, _ in refs], [b for _, b in refs]
+            if not refs or None in first or None in last or any(None in p for p in pairs):
                 continue
             ok, e = decision.aa_stable(first, last, r.min_effect, self.cfg.alpha, self.family,
-                                       self.prior(r), new_pairs=pairs, k=v["k"][:len(first)])
+                                       self.prior(r), new_pairs=pairs, k=ks)
             if not ok:
                 return f"{r.kernel} at {r.size} ({r.label}), A/A of {c[:10]}: {e.describe()}"
         return None
@@ -169,13 +228,16 @@ class ABRun:
     def decide_round(self) -> None:
         for i in self.undecided():
             r, c = self.comps[i]
-            ref = self.arm(c, r)["first"] + self.arm(c, r)["last"]
-            new = self.arm("new", r)["new"]
-            if not new or any(v is None for v in new):
+            refs, news, _ = self.paired(i)
+            if not refs:               # not measured yet (the rounds so far had no room)
+                continue
+            if any(v is None for p in news for v in p):
                 self.failed[i] = "the new code failed when measured here"
                 continue
-            if not ref or any(v is None for v in ref):
+            if any(v is None for p in refs for v in p):
                 self.failed[i] = f"the reference {c[:10]} failed when measured here"
+                continue
+            if len(refs) < self.cfg.min_rounds:
                 continue
             e = self.effect(i)
             if e.verdict != decision.AMBIGUOUS:
@@ -199,12 +261,10 @@ class ABRun:
     def effect(self, i: int):
         """Comparison i's effect (GateConfig.decide: round by round by means, or by Huber
         locations where the robust rule is on)."""
-        r, c = self.comps[i]
-        v, nv = self.arm(c, r), self.arm("new", r)["new"]
-        refs = [[a, b] for a, b in zip(v["first"], v["last"])]
-        # the rounds this comparison was measured in (its row's new code may have gone on for
-        # another comparison after this one was closed)
-        news = [list(p) for p in zip(nv[0::2], nv[1::2])][:len(refs)]
+        r, _ = self.comps[i]
+        # the rounds this comparison was measured in (its row's new code may have been
+        # measured in others, for its comparison with another commit)
+        refs, news, _ = self.paired(i)
         return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r),
                                self.robust_prior(r))
 
@@ -213,12 +273,20 @@ class ABRun:
         t0 = time.monotonic()
         while n < self.cfg.max_rounds and self.undecided():
             spent = time.monotonic() - t0
-            if total >= 1 and spent > self.cfg.budget_s:
-                self.past_budget(spent, total)
-                if not self.undecided():
+            chosen = [] if self.overtime else self.choose(self.cfg.budget_s - spent,
+                                                          first=total == 0)
+            if not chosen:   # no more within the budget: overtime for what is on course
+                self.past_budget(total)
+                left = self.cfg.budget_s + self.cfg.overtime_s - spent
+                chosen = self.choose(left) if self.undecided() else []
+                if not chosen:
+                    for i in self.undecided():
+                        self.closed[i] = (f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
+                                          f" s past its {self.cfg.budget_s:.0f}-s budget) "
+                                          f"after {total} rounds")
                     break
             n, total = n + 1, total + 1
-            self.measure_round(n)
+            self.measure_round(n, chosen)
             if n < self.cfg.min_rounds:
                 continue
             moved = self.unstable()
@@ -242,27 +310,31 @@ class ABRun:
             self.decide_round()
         self.finish(f"still ambiguous after {total} rounds")
 
-    def past_budget(self, spent: float, total: int) -> None:
-        """The time budget is spent: close what is undecided, but for what is on course for a
-        DROP while the overtime lasts (it goes on alone); each closed comparison keeps why."""
-        budget, extra = self.cfg.budget_s, self.cfg.overtime_s
-        over = spent > budget + extra
-        keep = [] if over else self.on_course()
+    def past_budget(self, total: int) -> None:
+        """No further round fits the time budget: close what is undecided, but for what is on
+        course for a DROP (it goes on alone, overtime); each closed comparison keeps why."""
+        budget = self.cfg.budget_s
+        keep = self.on_course() if self.cfg.overtime_s > 0 else []
+        waiting = [i for i in self.undecided() if not self.paired(i)[0]]
         for i in self.undecided():
             if i in keep:
                 continue
-            if i not in self.overtime:
-                self.closed[i] = f"out of the A/B time budget ({budget:.0f} s) after {total} rounds"
-            elif over:
-                self.closed[i] = (f"out of the A/B's overtime ({extra:.0f} s past its "
-                                  f"{budget:.0f}-s budget) after {total} rounds")
-            else:
+            if i in self.overtime:
                 self.closed[i] = (f"no longer on course for a DROP after {total} rounds "
                                   f"(overtime)")
+            elif i in waiting:
+                self.closed[i] = (f"not measured: out of the A/B time budget ({budget:.0f} s);"
+                                  f" {len(waiting)} comparisons found no room in its "
+                                  f"{total} rounds (the most suspicious go first)")
+            else:
+                self.closed[i] = f"out of the A/B time budget ({budget:.0f} s) after {total} rounds"
+        if waiting:
+            self.log(f"regress: {len(waiting)} of {len(self.comps)} comparisons not measured: "
+                     f"no room in the A/B time budget ({budget:.0f} s)")
         new = [i for i in keep if i not in self.overtime]
         if new:
             self.log(f"regress: out of the A/B time budget ({budget:.0f} s) after {total} "
-                     f"rounds; overtime (up to {extra:.0f} s more, within "
+                     f"rounds; overtime (up to {self.cfg.overtime_s:.0f} s more, within "
                      f"{self.cfg.max_rounds} rounds) for what is on course for a DROP: "
                      + "; ".join(f"{self.comps[i][0].kernel} at {self.comps[i][0].size} "
                                  f"({self.comps[i][0].label}) vs {self.comps[i][1][:10]}: "
@@ -305,8 +377,8 @@ class ABRun:
             r.effects, r.against = [], [self.comps[i][1] for i in idxs]
             for i in idxs:
                 c = self.comps[i][1]
-                v = self.arm(c, r)
-                ref = [x for x in v["first"] + v["last"] if x is not None]
+                refs, news, ks = self.paired(i)
+                ref = [x for p in refs for x in p if x is not None]
                 new = [x for x in self.arm("new", r)["new"] if x is not None]
                 if new:
                     r.remeasured = r.ab_new = stats.median(new)
@@ -317,8 +389,7 @@ class ABRun:
                     parts.append(f"vs {c[:10]}: {self.failed[i]}")
                     continue
                 e = self.decided.get(i)
-                if e is None and ref and new and None not in self.arm(c, r)["first"] + \
-                        self.arm(c, r)["last"] + self.arm("new", r)["new"]:
+                if e is None and refs and None not in [x for p in refs + news for x in p]:
                     try:
                         e = self.effect(i)
                     except ValueError:     # no complete round
@@ -353,9 +424,10 @@ class ABRun:
                                   "overtime": i in self.overtime,
                                   # the per-process values it was decided on, in round
                                   # order, so a later rule can be tried on this evidence
-                                  "values": {"first": v["first"], "last": v["last"],
-                                             "new": self.arm("new", r)["new"],
-                                             "k": v["k"][:len(v["first"])]}})
+                                  "values": {"first": [a for a, _ in refs],
+                                             "last": [b for _, b in refs],
+                                             "new": [x for p in news for x in p],
+                                             "k": ks}})
             for v in ("FAILED", "DROP", "UNRESOLVED"):
                 if v in verdicts:
                     r.verdict = v

@@ -59,7 +59,7 @@ class GateConfig:
                                  # on 8a5f5c3's A/A: 07@2048 at +1 % 0.45 by 5 rounds, 0.91 by 8)
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
-    budget_s: float = 180.0      # A/B wall time; no new round starts past it
+    budget_s: float = 180.0      # A/B wall time; its rounds are planned to fit (gemm.track.plan)
     robust: bool = True          # the A/B decides by Huber locations where the series' own
                                  # calibration shows a heavy tail (calibration.robust_prior:
                                  # 07 at 2048 today), by means elsewhere; False: means only

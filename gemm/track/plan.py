@@ -1,0 +1,94 @@
+"""What a round of the gate's A/B costs, and which comparisons it takes within the time left.
+
+A round measures each chosen target (kernel x size) in every arm's processes: two of the new
+code's and two of each reference's (R N N R). Its cost is learned from the arms' own
+processes (each `gemm measure` record carries its wall time, checking and timing; the rest
+of a process's wall time is its start-up) and, before a target was measured here, guessed
+from the speeds the per-commit record just measured and the CONFIRM policy's stop rule.
+
+Why: a GPU whose speeds differ from the history's by 1-2 % (the lent H200s do) flags dozens
+of series at the 0.5 % screen. Measured all at once, 28d626f's first round over 49 such
+series against two references took about 290 s of a 180-s budget (docs/probes/). So each
+round takes what fits in the time left, most suspicious first (gemm.track.confirm orders
+them); the rest wait for a later round or are left UNRESOLVED, not measured, and said so.
+"""
+from __future__ import annotations
+
+from ..core.policy import CONFIRM, Policy
+from ..core.problem import Problem
+
+PROCESSES = 2      # per arm and round: R N N R
+START_S = 6.0      # a measuring process's start-up, until one was timed here (an H200:
+                   # interpreter, CUDA context, cuBLAS handle, kernels from the cache)
+SET_S = 0.02       # per operand set: allocation, fill, graph capture
+CHECK_S = 0.05     # a target's correctness check before its timing
+UNKNOWN_S = 5.0    # a target of unknown speed
+MARGIN = 1.25      # guesses are taken this much high: against the H200's record at 28d626f
+                   # (its SUITE policy) they summed to 72 s for 74 s measured, single
+                   # targets 0.26-1.25x (noisy ones sample on to the cap)
+
+
+def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
+    """Seconds one process spends on a target under policy `p`: per operand set, each
+    function's warm-up and samples to the stop rule (min_samples of at least sample_s each and
+    min_time_s, capped at max_time_s), with the correctness check's launches."""
+    per_set = 0.0
+    for t in (launch_s, baseline_s):
+        if t is None:
+            continue
+        s = max(p.sample_s, t)
+        sampling = min(max(p.min_samples * s, p.min_time_s),
+                       max(p.max_time_s, p.min_samples_capped * s))
+        per_set += p.warmup_s + t + sampling
+    return p.allocations * (per_set + SET_S) + CHECK_S + 2 * launch_s
+
+
+def speeds(rows) -> dict:
+    """{(kernel, size): (kernel launch s, cuBLAS launch s or None)} from the gate's rows (the
+    record's TFLOPS and % of cuBLAS of the commit judged)."""
+    tflops = {(r.kernel, r.size): r.new for r in rows if r.metric == "tflops" and r.new}
+    pct = {(r.kernel, r.size): r.new for r in rows if r.metric == "pct_of_cublas" and r.new}
+    out = {}
+    for (kernel, size), v in tflops.items():
+        try:
+            launch = Problem.parse(size).flops / (v * 1e12)
+        except (ValueError, TypeError):
+            continue
+        p = pct.get((kernel, size))
+        out[(kernel, size)] = (launch, launch * p / 100.0 if p else None)
+    return out
+
+
+class Costs:
+    """Seconds per process: each arm's start-up and each target's, learned as measured."""
+
+    def __init__(self, speeds_: dict | None = None, policy: Policy = CONFIRM):
+        self.speeds, self.policy = speeds_ or {}, policy
+        self.target: dict = {}    # (arm, (kernel, size)) -> s
+        self.start: dict = {}     # arm -> s
+
+    def learn(self, arm: str, walls: dict) -> None:
+        """`walls` from gemm.track.abtest.measure: {(kernel, size): s, None: start-up s}."""
+        for t, s in walls.items():
+            if t is None:
+                self.start[arm] = s
+            else:
+                self.target[(arm, t)] = s
+
+    def target_s(self, arm: str, t: tuple) -> float:
+        if (arm, t) in self.target:
+            return self.target[(arm, t)]
+        seen = [s for (a, u), s in self.target.items() if u == t]
+        if seen:                       # another arm's code on the same target
+            return max(seen)
+        if t in self.speeds:
+            return MARGIN * guess_target_s(*self.speeds[t], self.policy)
+        return MARGIN * UNKNOWN_S
+
+    def start_s(self, arm: str) -> float:
+        return self.start.get(arm, max(self.start.values(), default=START_S))
+
+    def round_s(self, arms: dict) -> float:
+        """A round's seconds: {arm: set of targets} measured in each arm's processes."""
+        return sum(PROCESSES * (self.start_s(a) + sum(self.target_s(a, t) for t in ts))
+                   for a, ts in arms.items() if ts)

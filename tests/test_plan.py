@@ -1,0 +1,171 @@
+"""The A/B keeps to its time budget (gemm.track.plan, gemm.track.confirm.ABRun.choose): a
+round takes what fits in the time left, the most suspicious first; a comparison that joins
+in a later round is paired with the new code's processes of its own rounds; the guess of a
+round's cost before anything was measured here; measure's per-target wall times."""
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+from gemm.core.policy import CONFIRM, SUITE
+from gemm.track import abtest, confirm, decision, plan
+from gemm.track.gate import GateConfig, Row
+
+
+def _rows(n, reference="c1"):
+    # k1 the furthest past its 0.5 % screen (-3 %), k6 the least (-2 %)
+    return [Row(f"k{i}", "4096", "tflops", 4, 30.0, 30.0 * (1 - c), -c, 0.005, "drop?",
+                reference=reference, min_effect=0.01)
+            for i, c in enumerate([0.03 - 0.002 * j for j in range(n)], start=1)]
+
+
+def _fake(monkeypatch, level, start_s=5.0, target_s=5.0, noise=0.0005):
+    """Stand-ins on a fake clock: each arm's process takes start_s plus target_s per target
+    and says so (walls); level(tree, kernel, calls of that tree) is what it measures."""
+    now, calls = [0.0], {}
+
+    def measure(tree, series, tasks=None, walls=None, **kw):
+        calls[tree] = calls.get(tree, 0) + 1
+        out, n = {}, 0
+        for k, sizes in series.items():
+            for sz in sizes:
+                v = level(tree, k, calls[tree]) * math.exp(noise * ((calls[tree] * 7 + n) % 3 - 1))
+                out.update({(k, sz, "tflops"): v, (k, sz, "pct_of_cublas"): 2 * v})
+                if walls is not None:
+                    walls[(k, sz)] = target_s
+                n += 1
+        if walls is not None:
+            walls[None] = start_s
+        now[0] += start_s + target_s * n
+        return out
+    monkeypatch.setattr(abtest, "measure", measure)
+    monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
+    monkeypatch.setattr(confirm, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(confirm.ABRun, "unstable", lambda self: None)
+    return now, calls
+
+
+def _cal(noise):
+    return SimpleNamespace(prior=lambda *a: decision.Noise(noise, 40),
+                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
+
+
+def test_a_round_takes_what_fits_the_time_left_the_most_suspicious_first(monkeypatch):
+    """Six flagged series, none slower (a GPU slower than the history's): each process costs
+    5 s + 5 s a target, a round 4 x that. Guessed before (6 s + 6.25 s a target), round 1 fits
+    k1-k4 (the furthest past their screen) in 145 s, and takes 100 s; learned then, round 2
+    fits k5 in the 45 s left; k6 is UNRESOLVED, not measured, and says so; the A/B ends
+    within its budget."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
+    rows = _rows(6)
+    logs = []
+    ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, overtime_s=60.0),
+                       "NEW", {"c1": "c1", "NEW": "NEW"}, logs.append, _cal(0.0005))
+    ab.run()
+    assert [r.verdict for r in rows] == ["noise"] * 5 + ["UNRESOLVED"], [r.note for r in rows]
+    assert rows[0].effects[0]["n_new"] == 2 and rows[4].effects[0]["n_new"] == 2
+    assert "not measured: out of the A/B time budget (145 s)" in rows[5].note
+    assert now[0] == 140.0 and calls["NEW"] == 4          # two rounds of R N N R
+    assert any("1 of 6 comparisons not measured" in line for line in logs)
+    firsts = [line for line in logs if "round 1/" in line]
+    assert all("k4" in line and "k5" not in line for line in firsts) and len(firsts) == 4
+    assert all("k5" in line and "k4" not in line for line in logs if "round 2/" in line)
+
+
+def test_the_first_round_takes_one_comparison_whatever_the_budget(monkeypatch):
+    """A budget too short for any round: the first round still measures the most suspicious
+    comparison (its other metric comes free: same target, same arms); the rest wait, and no
+    second round starts."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
+    rows = _rows(3)
+    pct = Row("k1", "4096", "pct_of_cublas", 4, 60.0, 58.5, -0.025, 0.005, "drop?",
+              reference="c1", min_effect=0.01)
+    ab = confirm.ABRun([(r, "c1") for r in rows] + [(pct, "c1")],
+                       GateConfig(budget_s=1.0, overtime_s=0.0), "NEW",
+                       {"c1": "c1", "NEW": "NEW"}, lambda s: None, _cal(0.0005))
+    ab.run()
+    assert rows[0].verdict == "noise" and pct.verdict == "noise"
+    assert [r.verdict for r in rows[1:]] == ["UNRESOLVED"] * 2 and calls["NEW"] == 2
+
+
+def test_past_the_budget_only_what_is_on_course_goes_on(monkeypatch):
+    """A 2 % drop beside an unchanged series, both measured in round 1 (60 s of an 80-s
+    budget), neither decided on this noise: no second round fits, so the unchanged one is
+    closed at the budget and the drop, on course, goes on alone (overtime) to its DROP in
+    rounds that fit in the overtime."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0 * (0.98 if tree == "NEW" and
+                                                                k == "k2" else 1.0),
+                       noise=0.006)
+    rows = _rows(2)
+    ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=80.0, overtime_s=120.0),
+                       "NEW", {"c1": "c1", "NEW": "NEW"}, lambda s: None, _cal(0.006))
+    ab.run()
+    assert rows[1].verdict == "DROP" and rows[1].effects[0]["overtime"], rows[1].note
+    assert rows[1].effects[0]["n_new"] > 2
+    assert "out of the A/B time budget (80 s) after 1 rounds" in rows[0].note, rows[0].note
+    assert now[0] <= 80.0 + 120.0
+
+
+def test_a_comparison_that_joins_later_is_paired_with_its_own_rounds(monkeypatch):
+    """A row compared with c1 from round 1 and with c2 from round 2 only: c2's comparison
+    pairs its one reference round with the new code's processes of round 2, not of round 1
+    (the new code measured 3 % slow in round 1 only)."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0 * (0.97 if tree == "NEW" and n <= 2
+                                                                else 1.0))
+    row = _rows(1)[0]
+    ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
+                       {"c1": "c1", "c2": "c2", "NEW": "NEW"}, lambda s: None, _cal(0.0005))
+    ab.measure_round(1, [0])
+    ab.measure_round(2, [0, 1])
+    late, early = ab.effect(1), ab.effect(0)
+    assert late.n_new == 2 and late.n_ref == 2 and abs(late.change) < 0.002
+    assert early.n_new == 4 and early.change < -0.01
+    refs, news, ks = ab.paired(1)
+    assert len(refs) == len(news) == 1 and ks == [3]      # R1 R2 N N R2 R1: R2 is 3 apart
+
+
+def test_what_a_round_costs_before_anything_was_measured():
+    """The guess from the record's speeds and a policy's stop rule: the H200's record spent
+    1.9 s on 02_coalesced at 8192 (0.196 s a launch, cuBLAS 0.0216 s) and 0.27 s on a kernel
+    of a few ms at 4096; CONFIRM's five operand sets cost more than SUITE's one. TFLOPS and %
+    of cuBLAS give the launch times."""
+    slow = plan.guess_target_s(0.196, 0.0216, SUITE)
+    assert 1.9 * 0.85 < slow < 1.9 * 1.25
+    assert 0.2 < plan.guess_target_s(0.0033, 0.0027, SUITE) < 0.4
+    assert plan.guess_target_s(0.0033, 0.0027, CONFIRM) > 2 * plan.guess_target_s(
+        0.0033, 0.0027, SUITE)
+    rows = [Row("k", "4096", "tflops", 4, 42.0, 41.2, 0, 0.005, "ok"),
+            Row("k", "4096", "pct_of_cublas", 4, 83.0, 82.4, 0, 0.005, "ok")]
+    (launch, base), = plan.speeds(rows).values()
+    assert math.isclose(launch, 2 * 4096 ** 3 / 41.2e12) and math.isclose(base, launch * 0.824)
+    costs = plan.Costs(plan.speeds(rows))
+    guessed = costs.round_s({"c1": {("k", "4096")}, "NEW": {("k", "4096")}})
+    costs.learn("c1", {("k", "4096"): 2.0, None: 3.0})
+    assert costs.round_s({"c1": {("k", "4096")}, "NEW": {("k", "4096")}}) == 2 * 2 * (3 + 2)
+    assert guessed != 20
+
+
+def test_measure_reports_each_targets_seconds_and_the_rest(tmp_path, monkeypatch):
+    """abtest.measure(walls=): each asked-for target's records' opening, checking and timing;
+    the process's other seconds (start-up) under None; records not asked for count there."""
+    tree = tmp_path / "t"
+    (tree / "gemm" / "cli").mkdir(parents=True)
+    (tree / "gemm" / "cli" / "main.py").write_text('me.add_argument("--task")\n')
+    monkeypatch.setattr(abtest, "_TASKS", {})
+    monkeypatch.setattr(abtest, "has_entry_point", lambda t: True)
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr(abtest, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+
+    def fake_run(t, args, timeout, env=None):
+        Path(args[args.index("--json") + 1]).write_text(json.dumps({
+            "values": [{"kernel": "k1", "size": "8192", "status": "ok",
+                        "metrics": {"tflops": 1.0}}],
+            "records": [{"kernel": "k1", "size": "8192", "role": "kernel",
+                         "wall": {"open_s": 0.5, "check_s": 1.0, "time_s": 4.0}},
+                        {"kernel": "cublas_fp32", "size": "8192", "role": "baseline",
+                         "wall": {"check_s": 1.0, "time_s": 1.0}}]}))
+        return SimpleNamespace(returncode=0, stderr="")
+    monkeypatch.setattr(abtest, "_run", fake_run)
+    walls = {}
+    abtest.measure(tree, {"k1": ["8192"]}, walls=walls)
+    assert walls == {("k1", "8192"): 5.5, None: 4.5}
