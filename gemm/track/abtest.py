@@ -164,18 +164,29 @@ def _values(got: dict, tree: Path, legacy: bool) -> dict:
     return out
 
 
+def _seconds(v) -> float:
+    """A wall entry's seconds: a number, or a dict of them by phase (open_s); else 0."""
+    if isinstance(v, dict):
+        return sum(_seconds(x) for x in v.values())
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     """Add a measuring process's seconds to `walls` (measure's): per asked-for target, its
-    records' opening, checking and timing; the rest (start-up) under None."""
-    spent = 0.0
-    for r in doc.get("records") or []:
+    records' opening, checking and timing; the rest (start-up) under None. Bookkeeping only:
+    a document it cannot read counts all of `took` as start-up, and never fails the arm."""
+    spent, per = 0.0, {}
+    for r in doc.get("records") or [] if isinstance(doc, dict) else []:
+        if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
+            continue
         key = (r.get("kernel"), r.get("size"))
         if key[1] not in series.get(key[0], ()):
             continue
-        w = r.get("wall") or {}
-        s = sum(float(w.get(k) or 0.0) for k in ("open_s", "check_s", "time_s"))
-        walls[key] = walls.get(key, 0.0) + s
+        s = sum(_seconds(r["wall"].get(k)) for k in ("open_s", "check_s", "time_s"))
+        per[key] = per.get(key, 0.0) + s
         spent += s
+    for key, s in per.items():
+        walls[key] = walls.get(key, 0.0) + s
     walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
 
 
@@ -253,8 +264,6 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
             try:
                 doc = json.loads(path.read_text())
                 got = _values(doc, tree, legacy=False)
-                if walls is not None:
-                    _walls(doc, series, took, walls)
                 if device is not None and doc.get("device"):
                     device.update(doc["device"])
                 if sets is not None:
@@ -263,6 +272,8 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
                 raise ABError(f"measuring {what} with the code of {tree.name} failed "
                               f"(exit {out.returncode}, {type(exc).__name__}): "
                               f"{out.stderr.strip()[-400:]}") from None
+            if walls is not None:
+                _walls(doc, series, took, walls)
             for kernel in kernels:
                 if not any(k[0] == kernel for k in got):
                     raise ABError(f"the code of {tree.name} reported nothing for {kernel} "
