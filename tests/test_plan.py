@@ -177,3 +177,35 @@ def test_measure_reports_each_targets_seconds_and_the_rest(tmp_path, monkeypatch
                                {"kernel": "k1", "size": "8192", "wall": None}, 7]},
                   {"k1": ["8192"]}, 3.0, odd)
     assert odd == {("k1", "8192"): 0.0, None: 3.0}
+
+
+def test_overtime_only_where_a_drop_can_still_be_reached():
+    """decision.reachable: a -2.4 % estimate after one round with a half-width of 7 % (a
+    tensor-core TFLOPS series of ~1 % noise on the H200) cannot become a DROP by round 8; a
+    -1.2 % one with a half-width of 1 % can; an interval without bounds cannot."""
+    lg = math.log1p
+
+    def eff(change, hw, n_new=2):
+        d = lg(change)
+        return decision.Effect(d, d - hw, d + hw, 0.01, 20, n_new, n_new, decision.AMBIGUOUS)
+    assert not decision.reachable(eff(-0.024, 0.07), 0.01, 8)
+    assert decision.reachable(eff(-0.012, 0.01), 0.01, 8)
+    assert not decision.reachable(eff(-0.012, 0.01, n_new=16), 0.01, 8)   # at the cap
+    inf = decision.Effect(lg(-0.02), -math.inf, math.inf, math.nan, 0, 2, 2, decision.AMBIGUOUS)
+    assert not decision.reachable(inf, 0.01, 8)
+
+
+def test_unmeasured_comparisons_go_by_their_drop_over_their_noise(monkeypatch):
+    """Of two series never measured, a -1 % drop of a series of 0.1 % noise (2 screens past)
+    goes before a -1.5 % drop of one of 1 % noise (3 screens past, 1.5 noise sds)."""
+    _fake(monkeypatch, lambda tree, k, n: 30.0)
+    quiet = Row("q", "4096", "tflops", 4, 30.0, 29.7, -0.01, 0.005, "drop?", reference="c1",
+                min_effect=0.01)
+    noisy = Row("n", "4096", "tflops", 4, 30.0, 29.55, -0.015, 0.005, "drop?", reference="c1",
+                min_effect=0.01)
+    cal = SimpleNamespace(prior=lambda k, s, m: decision.Noise(0.001 if k == "q" else 0.01, 40),
+                          robust_prior=lambda *a: None, borrowed=lambda *a: False)
+    ab = confirm.ABRun([(noisy, "c1"), (quiet, "c1")], GateConfig(), "NEW",
+                       {"c1": "c1", "NEW": "NEW"}, lambda s: None, cal)
+    assert sorted(range(2), key=ab.priority) == [1, 0]
+    assert ab.priority(1) < ab.priority(0)

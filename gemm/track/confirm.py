@@ -14,12 +14,13 @@ if the same code moved, the rounds are discarded and measured once more; if it m
 what is undecided is UNRESOLVED. The A/B keeps to its time budget (the per-commit job stays
 bounded): each round takes the undecided comparisons that fit in the time left, by what a
 round costs (gemm.track.plan: learned from the arms' processes, guessed before), those on
-course for a DROP first, then those not yet measured (the furthest past their screen first),
+course for a DROP first, then those not yet measured (the furthest past their screen, or
+past their noise where larger, first),
 then the rest; a comparison may join in a later round (it is paired round by round with the
 new code's processes of its own rounds). What never found room, or is undecided when no
 round fits, is UNRESOLVED, and says which; but for overtime (GateConfig.overtime_s): a
 comparison on course for a DROP (decision.on_course: its estimate past the margin, its
-interval not yet) is measured on, alone, in rounds that fit in up to overtime_s more, within
+interval not yet), where the round cap can still get it there (decision.reachable), is measured on, alone, in rounds that fit in up to overtime_s more, within
 the round cap, so a real drop is rarely left UNRESOLVED for want of time.
 
 Where no A/B can be made (a reference cannot be checked out or measured) the judged commit's
@@ -155,7 +156,8 @@ class ABRun:
     def priority(self, i: int) -> tuple:
         """Which comparison a round takes first when not all fit the time left: those the
         A/B has on course for a DROP, then those not measured yet (the furthest past their
-        screen first), then the others measured (the slowest estimate first)."""
+        screen, or past their noise where that is larger, first), then the others measured
+        (the slowest estimate first)."""
         r, c = self.comps[i]
         if self.paired(i)[0]:
             try:
@@ -163,8 +165,13 @@ class ABRun:
             except ValueError:     # a failed value: its verdict comes without more rounds
                 return (0, -math.inf)
             return (0 if decision.on_course(e, r.min_effect) else 2, e.estimate)
+        # the screened drop in units of what makes it noise: the screen, or the series'
+        # per-process noise where that is larger (in a flood, noisy series are the likeliest
+        # to sit past the screen by chance: 2ff823a's flooded false-alarm run)
         change = r.change if c == r.reference else r.anchor_change
-        return (1, (change or 0.0) / (r.bound or 1.0))
+        p = self.prior(r)
+        scale = max(r.bound or 0.0, p.sigma if p is not None and p.sigma == p.sigma else 0.0)
+        return (1, (change or 0.0) / (scale or 1.0))
 
     def choose(self, left: float, first: bool = False) -> list[int]:
         """The undecided comparisons a round can take in `left` seconds (gemm.track.plan),
@@ -342,14 +349,16 @@ class ABRun:
             self.overtime.update(new)
 
     def on_course(self) -> list[int]:
-        """The undecided comparisons on course for a DROP (overtime: decision.on_course)."""
+        """The undecided comparisons on course for a DROP that a DROP can still reach within
+        the round cap (overtime: decision.on_course, decision.reachable)."""
         keep = []
         for i in self.undecided():
             try:
                 e = self.effect(i)
             except ValueError:       # no complete round, or a failed value
                 continue
-            if decision.on_course(e, self.comps[i][0].min_effect):
+            d = self.comps[i][0].min_effect
+            if decision.on_course(e, d) and decision.reachable(e, d, self.cfg.max_rounds):
                 keep.append(i)
         return keep
 

@@ -221,6 +221,19 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
     return cap
 
 
+def reachable(e: Effect, delta: float, cap: int) -> bool:
+    """Could this effect become a DROP by the round cap, were its estimate to hold? Its
+    interval's half-width shrinks at least as 1/sqrt(rounds) (the t quantile falls too), so
+    it can when estimate + half-width * sqrt(rounds so far / cap) lies below -delta/2. Overtime
+    is for those: on the H200 (2ff823a's flooded false-alarm run) it went to tensor-core
+    TFLOPS series of 0.8-1 % noise, -2.4 % [-9.4, +5.1] after one round, which no round cap
+    in reach decides."""
+    if not (math.isfinite(e.lo) and math.isfinite(e.hi)):
+        return False
+    rounds = max(1, e.n_new // 2)
+    return e.estimate + (e.hi - e.lo) / 2 * math.sqrt(rounds / max(cap, rounds)) < -delta / 2
+
+
 def on_course(e: Effect, delta: float) -> bool:
     """Overtime (GateConfig.overtime_s): is this effect, still undecided when the time budget
     is spent, on course for a DROP? Yes when its estimate lies past the margin -delta/2 (a
