@@ -94,8 +94,11 @@ class ABRun:
         self.failed: dict[int, str] = {}
         self.moot: dict[int, str] = {}   # left open: another comparison of its row is a DROP
         self.closed: dict[int, str] = {}  # left open at the time budget (others ran overtime)
-        self.overtime: set[int] = set()   # measured past the time budget (on course for a DROP)
-        self.values: dict = {}
+        self.overtime: set[int] = set()   # kept past the time budget (on course for a DROP)
+        self.over_measured: set[int] = set()  # ... and measured there
+        self.upto: dict[int, int] = {}    # rounds a comparison had when it left the undecided
+        self.n = 0                        # rounds so far
+        self.values: dict = {}            # (arm, key) -> {round: values}
         self.unguarded = False            # said once: no series here can judge the GPU
         self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
 
@@ -130,28 +133,55 @@ class ABRun:
                 walls[None] = max(0.0, time.monotonic() - t0 - sum(walls.values()))
             self.costs.learn(sha, walls)
             for key, v in got.items():
-                d = self.values.setdefault((arm, key), {"first": [], "last": [], "new": [],
-                                                        "k": [], "round": []})
-                d[pos].append(v)
+                d = self.values.setdefault((arm, key), {})
+                if pos == "new":
+                    d.setdefault(n, []).append(v)
+                    continue
+                d.setdefault(n, {})[pos] = v
                 if pos == "first":     # how many new-code steps apart its two processes are
-                    d["k"].append(2 * len(refs) + 1 - 2 * refs.index(sha))  # (R1 .. N N .. R1)
-                    d["round"].append(n)
-                elif pos == "new" and len(d["new"]) % 2:
-                    d["round"].append(n)
+                    d[n]["k"] = 2 * len(refs) + 1 - 2 * refs.index(sha)   # (R1 .. N N .. R1)
+            for i in chosen:           # asked for, not reported: no value to pair, ever
+                r, c = self.comps[i]
+                if (pos == "new" or c == sha) and (r.kernel, r.size, r.metric) not in got \
+                        and i in self.undecided():
+                    self.close(i, f"{'the new code' if pos == 'new' else 'the reference ' + sha[:10]}"
+                                  f"'s measurement here reported nothing for it")
+        if self.overtime:
+            self.over_measured.update(chosen)
+
+    def close(self, i: int, why: str) -> None:
+        """Leave comparison i open (UNRESOLVED) for `why`, with the rounds it has now."""
+        self.closed[i] = why
+        self.upto.setdefault(i, len(self.paired(i)[0]))
 
     def paired(self, i: int) -> tuple[list, list, list]:
         """Comparison i's rounds: ([[first, last] of the reference], [[new, new]], [k]),
-        round by round, only rounds in which both its arms were measured."""
+        round by round, only rounds in which both its arms were measured in full; once it
+        left the undecided (decided, closed), only the rounds it had then."""
         r, c = self.comps[i]
-        v, nv = self.arm(c, r), self.arm("new", r)
-        news = dict(zip(nv["round"], zip(nv["new"][0::2], nv["new"][1::2])))
-        refs, new, ks = [], [], []
-        for n, a, b, k in zip(v["round"], v["first"], v["last"], v["k"]):
-            if n in news:
-                refs.append([a, b])
-                new.append(list(news[n]))
-                ks.append(k)
-        return refs, new, ks
+        key = (r.kernel, r.size, r.metric)
+        ref, new = self.values.get((c, key), {}), self.values.get(("new", key), {})
+        refs, news, ks = [], [], []
+        for n in sorted(ref):
+            got, nv = ref[n], new.get(n, [])
+            if "first" in got and "last" in got and len(nv) == 2:
+                refs.append([got["first"], got["last"]])
+                news.append(list(nv))
+                ks.append(got["k"])
+        upto = self.upto.get(i)
+        return (refs, news, ks) if upto is None else (refs[:upto], news[:upto], ks[:upto])
+
+    def new_values(self, r: Row) -> list:
+        """Every value of the row's new code measured here, round by round."""
+        d = self.values.get(("new", (r.kernel, r.size, r.metric)), {})
+        return [v for n in sorted(d) for v in d[n]]
+
+    def reachable(self, i: int, e) -> bool:
+        """On course for a DROP and still able to get there in the rounds left
+        (decision.on_course, decision.reachable with this comparison's own cap)."""
+        d = self.comps[i][0].min_effect
+        cap = len(self.paired(i)[0]) + self.cfg.max_rounds - self.n
+        return decision.on_course(e, d) and decision.reachable(e, d, cap)
 
     def priority(self, i: int) -> tuple:
         """Which comparison a round takes first when not all fit the time left: those the
@@ -164,7 +194,7 @@ class ABRun:
                 e = self.effect(i)
             except ValueError:     # a failed value: its verdict comes without more rounds
                 return (0, -math.inf)
-            return (0 if decision.on_course(e, r.min_effect) else 2, e.estimate)
+            return (0 if self.reachable(i, e) else 2, e.estimate)
         # the screened drop in units of what makes it noise: the screen, or the series'
         # per-process noise where that is larger (in a flood, noisy series are the likeliest
         # to sit past the screen by chance: 2ff823a's flooded false-alarm run)
@@ -192,10 +222,6 @@ class ABRun:
                 arms = trial
                 chosen.append(i)
         return chosen
-
-    def arm(self, arm: str, r: Row) -> dict:
-        return self.values.get((arm, (r.kernel, r.size, r.metric)),
-                               {"first": [], "last": [], "new": [], "k": [], "round": []})
 
     def judges_gpu(self, r: Row) -> bool:
         """Does this series' A/A control judge the GPU? Only where its noise is known: its own
@@ -240,15 +266,18 @@ class ABRun:
                 continue
             if any(v is None for p in news for v in p):
                 self.failed[i] = "the new code failed when measured here"
+                self.upto[i] = len(refs)
                 continue
             if any(v is None for p in refs for v in p):
                 self.failed[i] = f"the reference {c[:10]} failed when measured here"
+                self.upto[i] = len(refs)
                 continue
             if len(refs) < self.cfg.min_rounds:
                 continue
             e = self.effect(i)
             if e.verdict != decision.AMBIGUOUS:
                 self.decided[i] = e
+                self.upto[i] = len(refs)
         # a row with a DROP against one commit is a DROP whatever its other comparisons say
         # (a drift: a drop against the anchor, an ambiguous step against the previous
         # commit): no more rounds for those
@@ -260,6 +289,7 @@ class ABRun:
             if hit:
                 self.closed.pop(i, None)
                 self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
+                self.upto.setdefault(i, len(self.paired(i)[0]))
 
     def robust_prior(self, r: Row):
         return (self.cal.robust_prior(r.kernel, r.size, r.metric)
@@ -288,11 +318,12 @@ class ABRun:
                 chosen = self.choose(left) if self.undecided() else []
                 if not chosen:
                     for i in self.undecided():
-                        self.closed[i] = (f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
-                                          f" s past its {self.cfg.budget_s:.0f}-s budget) "
-                                          f"after {total} rounds")
+                        self.close(i, f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
+                                      f" s past its {self.cfg.budget_s:.0f}-s budget) "
+                                      f"after {total} rounds")
                     break
             n, total = n + 1, total + 1
+            self.n = n
             self.measure_round(n, chosen)
             if n < self.cfg.min_rounds:
                 continue
@@ -301,16 +332,17 @@ class ABRun:
                 # in overtime: what was decided within the budget stands (as with no overtime);
                 # only the comparisons measured on are left open, and said why
                 for i in self.undecided():
-                    self.closed[i] = f"the A/A control moved during overtime ({moved})"
+                    self.close(i, f"the A/A control moved during overtime ({moved})")
                 break
             if moved:
                 if restarts == 0:
                     self.log(f"regress: the A/A control moved ({moved}): the GPU changed "
                              "during the A/B; its rounds and decisions are discarded and "
                              "measured again")
-                    restarts, n, self.values = 1, 0, {}
+                    restarts, n, self.n, self.values = 1, 0, 0, {}
                     self.decided, self.failed, self.moot = {}, {}, {}
-                    self.closed, self.overtime = {}, set()
+                    self.closed, self.overtime, self.over_measured = {}, set(), set()
+                    self.upto = {}
                     continue
                 self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
                 return
@@ -327,14 +359,13 @@ class ABRun:
             if i in keep:
                 continue
             if i in self.overtime:
-                self.closed[i] = (f"no longer on course for a DROP after {total} rounds "
-                                  f"(overtime)")
+                self.close(i, f"no longer on course for a DROP after {total} rounds (overtime)")
             elif i in waiting:
-                self.closed[i] = (f"not measured: out of the A/B time budget ({budget:.0f} s);"
-                                  f" {len(waiting)} comparisons found no room in its "
-                                  f"{total} rounds (the most suspicious go first)")
+                self.close(i, f"not measured: out of the A/B time budget ({budget:.0f} s);"
+                              f" {len(waiting)} comparisons found no room in its "
+                              f"{total} rounds (the most suspicious go first)")
             else:
-                self.closed[i] = f"out of the A/B time budget ({budget:.0f} s) after {total} rounds"
+                self.close(i, f"out of the A/B time budget ({budget:.0f} s) after {total} rounds")
         if waiting:
             self.log(f"regress: {len(waiting)} of {len(self.comps)} comparisons not measured: "
                      f"no room in the A/B time budget ({budget:.0f} s)")
@@ -357,8 +388,7 @@ class ABRun:
                 e = self.effect(i)
             except ValueError:       # no complete round, or a failed value
                 continue
-            d = self.comps[i][0].min_effect
-            if decision.on_course(e, d) and decision.reachable(e, d, self.cfg.max_rounds):
+            if self.reachable(i, e):
                 keep.append(i)
         return keep
 
@@ -388,7 +418,7 @@ class ABRun:
                 c = self.comps[i][1]
                 refs, news, ks = self.paired(i)
                 ref = [x for p in refs for x in p if x is not None]
-                new = [x for x in self.arm("new", r)["new"] if x is not None]
+                new = [x for x in self.new_values(r) if x is not None]
                 if new:
                     r.remeasured = r.ab_new = stats.median(new)
                 if ref and r.ab_reference is None:
@@ -404,6 +434,9 @@ class ABRun:
                     except ValueError:     # no complete round
                         e = None
                 why = self.closed.get(i, why_unresolved)
+                if (not refs and i not in self.closed
+                        and why_unresolved.startswith("still ambiguous")):
+                    why = "not measured: no room for it in the A/B's rounds (the most suspicious go first)"
                 if e is None and i not in self.decided:
                     verdicts.append("UNRESOLVED" if i not in self.moot else "DROP")
                     parts.append(f"vs {c[:10]}: {self.moot.get(i, why)}")
@@ -421,7 +454,7 @@ class ABRun:
                     parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
                 elif self.robust_prior(r) is not None:
                     parts[-1] += " (Huber locations: the robust rule)"
-                if i in self.overtime:
+                if i in self.over_measured:
                     parts[-1] += " (overtime: measured past the time budget)"
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "MOOT" if i in self.moot else "UNRESOLVED",
@@ -430,7 +463,7 @@ class ABRun:
                                   "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
                                   "n_new": e.n_new,
                                   "rule": "huber" if self.robust_prior(r) is not None else "mean",
-                                  "overtime": i in self.overtime,
+                                  "overtime": i in self.over_measured,
                                   # the per-process values it was decided on, in round
                                   # order, so a later rule can be tried on this evidence
                                   "values": {"first": [a for a, _ in refs],
