@@ -15,13 +15,13 @@ what is undecided is UNRESOLVED. The A/B keeps to its time budget (the per-commi
 bounded): each round takes the undecided comparisons that fit in the time left, by what a
 round costs (gemm.track.plan: learned from the arms' processes, guessed before), those on
 course for a DROP first, then those not yet measured (the furthest past their screen, or
-past their noise where larger, first),
-then the rest; a comparison may join in a later round (it is paired round by round with the
-new code's processes of its own rounds). What never found room, or is undecided when no
-round fits, is UNRESOLVED, and says which; but for overtime (GateConfig.overtime_s): a
-comparison on course for a DROP (decision.on_course: its estimate past the margin, its
-interval not yet), where the round cap can still get it there (decision.reachable), is measured on, alone, in rounds that fit in up to overtime_s more, within
-the round cap, so a real drop is rarely left UNRESOLVED for want of time.
+past their noise where larger, first), then the rest; a comparison may join in a later
+round (it is paired round by round with the new code's processes of its own rounds). What
+never found room, or is undecided when no round fits, is UNRESOLVED, and says which; but
+for overtime (GateConfig.overtime_s): a comparison on course for a DROP that the round cap
+can still get there (decision.reachable: its estimate past the margin, its interval not
+yet) is measured on, alone, in rounds that fit in up to overtime_s more, so a real drop is
+rarely left UNRESOLVED for want of time.
 
 Where no A/B can be made (a reference cannot be checked out or measured) the judged commit's
 own code is re-measured and compared with the history's screen. Without a GPU, a verdict kept
@@ -127,10 +127,7 @@ class ABRun:
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
             walls: dict = {}
-            t0 = time.monotonic()
             got = abtest.measure(self.tree[sha], what, tasks=alike, walls=walls)
-            if None not in walls:   # a stand-in that does not say: all of it as start-up
-                walls[None] = max(0.0, time.monotonic() - t0 - sum(walls.values()))
             self.costs.learn(sha, walls)
             for key, v in got.items():
                 d = self.values.setdefault((arm, key), {})
@@ -177,11 +174,10 @@ class ABRun:
         return [v for n in sorted(d) for v in d[n]]
 
     def reachable(self, i: int, e) -> bool:
-        """On course for a DROP and still able to get there in the rounds left
-        (decision.on_course, decision.reachable with this comparison's own cap)."""
-        d = self.comps[i][0].min_effect
+        """On course for a DROP and able to get there in the rounds left to it
+        (decision.reachable, with this comparison's own cap)."""
         cap = len(self.paired(i)[0]) + self.cfg.max_rounds - self.n
-        return decision.on_course(e, d) and decision.reachable(e, d, cap)
+        return decision.reachable(e, self.comps[i][0].min_effect, cap)
 
     def priority(self, i: int) -> tuple:
         """Which comparison a round takes first when not all fit the time left: those the
@@ -200,7 +196,7 @@ class ABRun:
         # to sit past the screen by chance: 2ff823a's flooded false-alarm run)
         change = r.change if c == r.reference else r.anchor_change
         p = self.prior(r)
-        scale = max(r.bound or 0.0, p.sigma if p is not None and p.sigma == p.sigma else 0.0)
+        scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0)
         return (1, (change or 0.0) / (scale or 1.0))
 
     def choose(self, left: float, first: bool = False) -> list[int]:
@@ -347,6 +343,10 @@ class ABRun:
                 self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
                 return
             self.decide_round()
+        for i in self.undecided():   # the round cap came first
+            if not self.paired(i)[0]:
+                self.close(i, "not measured: no room for it in the A/B's rounds (the most "
+                              "suspicious go first)")
         self.finish(f"still ambiguous after {total} rounds")
 
     def past_budget(self, total: int) -> None:
@@ -434,9 +434,6 @@ class ABRun:
                     except ValueError:     # no complete round
                         e = None
                 why = self.closed.get(i, why_unresolved)
-                if (not refs and i not in self.closed
-                        and why_unresolved.startswith("still ambiguous")):
-                    why = "not measured: no room for it in the A/B's rounds (the most suspicious go first)"
                 if e is None and i not in self.decided:
                     verdicts.append("UNRESOLVED" if i not in self.moot else "DROP")
                     parts.append(f"vs {c[:10]}: {self.moot.get(i, why)}")
