@@ -24,13 +24,16 @@ def test_a_one_percent_drop_is_a_drop_and_no_change_is_same():
 
 
 def test_every_trial_detects_one_percent_and_no_trial_flags_no_change():
+    """Four A B B A rounds at the calibrated noise, the gate's rule (effect_rounds)."""
+    def rounds(xs):
+        return [xs[i:i + 2] for i in range(0, len(xs), 2)]
     drops = sames = 0
     for t in range(200):
-        ref = procs(30.0, 0.001, 6, 10 + t)
-        drops += d.effect(ref, procs(29.7, 0.001, 6, 1000 + t), 0.01, family=40,
-                          prior=PRIOR).verdict == d.DROP
-        sames += d.effect(ref, procs(30.0, 0.001, 6, 5000 + t), 0.01, family=40,
-                          prior=PRIOR).verdict == d.DROP
+        ref = rounds(procs(30.0, 0.001, 8, 10 + t))
+        drops += d.effect_rounds(ref, rounds(procs(29.7, 0.001, 8, 1000 + t)), 0.01,
+                                 family=40, prior=PRIOR).verdict == d.DROP
+        sames += d.effect_rounds(ref, rounds(procs(30.0, 0.001, 8, 5000 + t)), 0.01,
+                                 family=40, prior=PRIOR).verdict == d.DROP
     assert drops == 200 and sames == 0
 
 
@@ -199,7 +202,8 @@ def test_one_round_of_the_robust_rule_is_as_wide_as_the_plain_spread():
     new = [[41 * (1 - 0.0045) * 0.9925, 41 * (1 - 0.0045) * 0.992]]
     # 07@2048's prior at 4d214ef (scale 0.118 %, sandwich sd 0.134 %, 25 dof), with and
     # without this sample's small-sample factors
+    # (one round is never a DROP now, decision.DROP_MIN_ROUNDS: the interval is what counts)
     asymptotic = d.RobustNoise(0.00118, 0.00134, 25)
-    assert d.effect_robust(ref, new, 0.01, 1e-3, 16, asymptotic).verdict == d.DROP
+    assert d.effect_robust(ref, new, 0.01, 1e-3, 16, asymptotic).hi < -0.005
     widened = d.RobustNoise(0.00118, 0.00134, 25, p.small)
-    assert d.effect_robust(ref, new, 0.01, 1e-3, 16, widened).verdict != d.DROP
+    assert d.effect_robust(ref, new, 0.01, 1e-3, 16, widened).hi > -0.005

@@ -88,10 +88,11 @@ def test_the_screen_is_per_size_class(tmp_path, capsys):
     assert gate(history(tmp_path, runs + [new], noise=0.0)) == 1
     out = capsys.readouterr().out.split("REGRESSION", 1)[1]
     assert "05_2d at 4096" in out and "05_2d at 512" not in out
-    assert gate(history(tmp_path, runs + [new], noise=0.0), "--screen", "large=0.01") == 0
-    assert gate(history(tmp_path, runs + [new], noise=0.0), "--screen", "small=0.01") == 1
+    # the screen is half the minimum effect
+    assert gate(history(tmp_path, runs + [new], noise=0.0), "--min-effect", "large=0.02") == 0
+    assert gate(history(tmp_path, runs + [new], noise=0.0), "--min-effect", "small=0.02") == 1
     capsys.readouterr()
-    assert gate(history(tmp_path, runs + [new], noise=0.0), "--screen", "huge=0.01") == 2
+    assert gate(history(tmp_path, runs + [new], noise=0.0), "--min-effect", "huge=0.01") == 2
     assert "unknown size class 'huge'" in capsys.readouterr().err
 
 
@@ -164,9 +165,9 @@ def test_malformed_and_missing_results(tmp_path, capsys):
 
 def test_bad_gate_settings(tmp_path):
     res = history(tmp_path, [flat(30.0)])
-    assert gate(res, "--screen", "large=1.5") == 2
+    assert gate(res, "--min-effect", "large=1.5") == 2
     assert gate(res, "--min-effect", "large=x") == 2
-    assert gate(res, "--k", "0") == 2
+    assert gate(res, "--window", "0") == 2
     assert gate(res, "--alpha", "0") == 2
     assert gate(res, "--min-rounds", "3", "--max-rounds", "2") == 2
 
@@ -183,14 +184,14 @@ def test_without_a_gpu_a_flagged_drop_fails_unconfirmed(tmp_path, monkeypatch, c
 def test_judge_directly():
     from gemm.track.history import Point
     cfg = rule.GateConfig()
-    s = cfg.screen_for("4096")
+    s = cfg.effect_for("4096") / 2
     hist = [Point(30.0, 29.99, 30.01)] * 5
     assert rule.judge(hist, Point(30.0, 29.99, 30.01), s)[0] == "ok"
     assert rule.judge(hist, Point(29.8, 29.79, 29.81), s)[0] == "drop?"      # -0.67 %
     assert rule.judge(hist, Point(29.9, 29.89, 29.91), s)[0] == "ok"         # -0.33 %
     assert rule.judge(hist, Point(30.3, 30.29, 30.31), s)[0] == "improved"
-    noisy = [Point(30.0, 29.7, 30.3)] * 5     # samples spread 1 %: the screen widens to 4 sigma
-    assert rule.judge(noisy, Point(29.8, 29.5, 30.1), s)[0] == "ok"
+    noisy = [Point(30.0, 29.7, 30.3)] * 5     # a wide spread of samples does not widen it
+    assert rule.judge(noisy, Point(29.8, 29.5, 30.1), s)[0] == "drop?"
     assert rule.judge(hist, Point(None), s)[0] == "FAILED"
     assert rule.judge(hist, Point(float("nan")), s)[0] == "skipped"
     assert rule.judge([], Point(30.0), s)[0] == "new"

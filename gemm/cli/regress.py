@@ -14,8 +14,8 @@ from pathlib import Path
 from ..core import metrics
 from ..core.metrics import Series
 from ..track import anchor as anchors
-from ..track import calibration, confirm, verdicts
-from ..track.gate import (CLASSES, MIN_EFFECT, SCREEN, GateConfig, Narrowing, evaluate, failed,
+from ..track import calibration, carry, confirm, verdicts
+from ..track.gate import (CLASSES, MIN_EFFECT, GateConfig, Narrowing, Verdict, evaluate, failed,
                           measured_nothing, select)
 from ..track.history import HistoryError, finite, load_runs, resolve_machine
 from .tables import regress_table
@@ -30,14 +30,11 @@ def add_arguments(p) -> None:
     p.add_argument("--kernels", nargs="+", default=(), metavar="K",
                    help="judge only these kernels (a run narrowed on purpose, e.g. asv -b)")
     p.add_argument("--sizes", nargs="+", default=(), metavar="S", help="judge only these sizes")
-    p.add_argument("--k", type=float, default=GateConfig.k,
-                   help="within-run noise multiple in the screen (default 4)")
-    p.add_argument("--screen", nargs="+", default=[], metavar="CLASS=REL",
-                   help="screen per size class, e.g. large=0.005 (defaults: "
-                        + ", ".join(f"{k}={v}" for k, v in SCREEN.items()) + ")")
     p.add_argument("--min-effect", nargs="+", default=[], metavar="CLASS=REL",
-                   help="smallest drop the A/B must call a DROP, per size class (defaults: "
-                        + ", ".join(f"{k}={v}" for k, v in MIN_EFFECT.items()) + ")")
+                   help="the floor of the smallest drop the gate must catch, per size class "
+                        "(defaults: " + ", ".join(f"{k}={v}" for k, v in MIN_EFFECT.items())
+                        + "); a series whose calibrated noise cannot decide it within "
+                        "--max-rounds gets a wider one, shown; the screen is half of it")
     p.add_argument("--alpha", type=float, default=GateConfig.alpha,
                    help="family-wise error rate of the commit's A/B (default 1e-3)")
     p.add_argument("--min-rounds", type=int, default=GateConfig.min_rounds,
@@ -116,7 +113,7 @@ def _changepoints(rows, runs, new_run) -> None:
     """Where each flagged or drifting series stepped, over its history up to the judged run."""
     upto = runs[:runs.index(new_run) + 1]
     for r in rows:
-        drifting = (r.verdict in ("DROP", "UNRESOLVED", "drop?")
+        drifting = (r.verdict in (Verdict.DROP, Verdict.UNRESOLVED, Verdict.CANDIDATE)
                     or (r.anchor_change is not None and r.bound is not None
                         and -r.anchor_change > r.bound))
         if not drifting:
@@ -132,10 +129,9 @@ def _changepoints(rows, runs, new_run) -> None:
 
 def main(args) -> int:
     try:
-        cfg = GateConfig(args.k, args.window, _per_class(args.screen, SCREEN, "screen"),
-                         _per_class(args.min_effect, MIN_EFFECT, "min-effect"), args.alpha,
-                         args.min_rounds, args.max_rounds, not args.no_confirm, args.strict,
-                         args.budget, robust=not args.mean_rule,
+        cfg = GateConfig(args.window, _per_class(args.min_effect, MIN_EFFECT, "min-effect"),
+                         args.alpha, args.min_rounds, args.max_rounds, not args.no_confirm,
+                         args.strict, args.budget, robust=not args.mean_rule,
                          overtime_s=args.overtime)
         cfg.validate()
     except ValueError as exc:
@@ -157,14 +153,15 @@ def main(args) -> int:
             if why_not:
                 anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
                 anchor = None
-        rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow, anchor)
+        from ..measure.facts import gpu_name
+        # the calibration must be this runner's: same asv machine, and a GPU of the name it
+        # was made on (unknown without a GPU, where no A/B can run anyway)
+        cal, why_not = calibration.load(args.calibration, machine, gpu_name=gpu_name())
+        rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow, anchor, cal)
+        carried = carry.carry(rows, args.verdicts, machine, earlier)
     except (HistoryError, ValueError) as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
-    from ..measure.facts import gpu_name
-    # the calibration must be this runner's: same asv machine, and a GPU of the name it was
-    # made on (unknown without a GPU, where no A/B can run anyway)
-    cal, why_not = calibration.load(args.calibration, machine, gpu_name=gpu_name())
     doc = {"schema": SCHEMA, "commit": new_run.commit, "machine": machine,
            "config": asdict(cfg), "narrowed": str(narrow) if narrow else None,
            "anchor": anchor, "anchor_source": anchor_src,
@@ -180,7 +177,12 @@ def main(args) -> int:
               + (f" in {narrow}" if narrow else "") + why)
         _write_json(args.json, {**doc, "empty": True, "exit": 1})
         return 1
-    if any(r.verdict == "drop?" for r in rows) and cfg.confirm:
+    if not cal:
+        print(f"gemm regress: minimum effects are the size classes' floors: {why_not}")
+    if carried:
+        print(f"gemm regress: {len(carried)} series UNRESOLVED at the commits before are "
+              "measured first")
+    if any(r.verdict == Verdict.CANDIDATE for r in rows) and cfg.confirm:
         log(f"gemm regress: calibration: {'from ' + cal.date if cal else why_not}")
     measured = confirm.decide(rows, cfg, new_run.commit, args.repo,
                               kept=verdicts.load(args.verdicts, machine, new_run.commit), log=log,
@@ -189,19 +191,19 @@ def main(args) -> int:
     counts: dict[str, int] = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
-    unconfirmed = any(r.note.startswith("unconfirmed") for r in rows)
+    unconfirmed = any(r.unconfirmed for r in rows)
     if args.record_verdicts and (measured or not unconfirmed):
         from ..measure.facts import gpu_identity
         # the commit's summary (the site's) only from a whole judgement: not from a narrowed
         # run, nor from one that could not decide its candidates here
         summary = None if narrow or unconfirmed else {
             "counts": counts, "anchor": anchor, "exit": 1 if failed(rows, cfg) else 0,
-            "rows": [asdict(r) for r in rows if r.verdict != "ok"]}
+            "rows": [asdict(r) for r in rows if r.verdict != Verdict.OK]}
         path = verdicts.save(args.verdicts, machine, new_run.commit,
                              [asdict(r) for r in measured], gpu_identity() if measured else None,
                              summary=summary)
         log(f"gemm regress: verdicts kept in {path}")
-    shown = rows if args.all else [r for r in rows if r.verdict != "ok"]
+    shown = rows if args.all else [r for r in rows if r.verdict != Verdict.OK]
     print(regress_table(shown, new_run.commit) if shown else
           f"gemm regress: commit {new_run.commit[:10]}: every series within noise of its history")
     for r in rows:
@@ -211,6 +213,13 @@ def main(args) -> int:
             print(f"steps: {r.kernel} at {r.size}, {r.label}: " + ", ".join(steps))
     print(f"\n{len(rows)} series on {machine}: "
           + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    unresolved = [r for r in rows if r.verdict == Verdict.UNRESOLVED]
+    if unresolved:
+        print(f"UNRESOLVED: {len(unresolved)} series (a large one fails once UNRESOLVED at "
+              f"{cfg.carry_commits} commits running; the next commit measures it first): "
+              + ", ".join(f"{r.kernel} at {r.size} ({r.label}"
+                          + (f", {len(r.carried) + 1} commits running" if r.carried else "")
+                          + ")" for r in unresolved))
     bad = failed(rows, cfg)
     for r in bad:
         change = "" if r.change is None else f"{100 * r.change:+.2f} %"

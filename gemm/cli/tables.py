@@ -93,7 +93,8 @@ def regress_table(rows, commit: str) -> str:
     from ..core.registry import label
     body = [[label(r.kernel), r.size, metrics.get(r.metric).label, f"{f(r.centre)} (n={r.n_hist})",
              f(r.new), f(r.change, True), f(None if r.bound is None else -r.bound, True),
+             "-" if r.min_effect is None else f"{100 * r.min_effect:.1f} %",
              r.verdict, r.note] for r in rows]
     head = f"gemm regress: commit {commit[:10]} against the history before it\n"
     return head + table(["kernel", "size", "metric", "history median", "new", "change",
-                         "flag at", "verdict", "note"], body, "llllrrrll")
+                         "flag at", "min effect", "verdict", "note"], body, "llllrrrrll")

@@ -144,7 +144,7 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
     keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
     # the family as the gate counts it for a commit with these comparisons: every series,
     # every look, and the one restart its A/A control allows
-    family = len(keys) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
+    family = decision.family_size(len(keys), cfg.min_rounds, cfg.max_rounds)
     vals: dict = {}           # (arm, key) -> [values]; arm: "ref" or a share
     places: dict = {}         # (arm, key) -> [per-placement medians per process] (TFLOPS keys)
     decided: dict = {}

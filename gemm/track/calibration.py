@@ -15,7 +15,7 @@ import calendar
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..core import metrics
@@ -65,10 +65,10 @@ class Calibration:
                  if mine is not None and precision_of(key[0]) == mine}
         every = _worst_near(self.noise, size, metric)
         if _near(alike, size, metric) == _near(self.noise, size, metric):
-            return _worst_near(alike, size, metric) or every
-        # its precision calibrated only sizes farther from this one than other kernels did:
-        # the worse of the two (a farther size is no better a stand-in than another precision)
-        return _worse(_worst_near(alike, size, metric), every)
+            got = _worst_near(alike, size, metric) or every
+        else:   # its precision calibrated only sizes farther from this one than others did:
+            got = _worse(_worst_near(alike, size, metric), every)   # the worse of the two
+        return None if got is None else replace(got, borrowed=True)
 
     def _aa_values(self, key) -> list[list[float]]:
         """The series' A/A process values in the file, one list per GPU (a pooled row's parts)."""

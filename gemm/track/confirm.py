@@ -35,7 +35,7 @@ import time
 
 from ..core import stats
 from . import abtest, decision, plan
-from .gate import GateConfig, Row, candidates_against
+from .gate import GateConfig, Row, Verdict, candidates_against
 
 
 def gpu_present() -> tuple[bool, str]:
@@ -54,7 +54,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     `kept`: {(kernel, size, metric): row dict} from gemm.track.verdicts, used without a GPU.
     `calibration`: a gemm.track.calibration.Calibration (None: the rounds' own spread only).
     """
-    cands = [r for r in rows if r.verdict == "drop?"]
+    cands = [r for r in rows if r.verdict == Verdict.CANDIDATE]
     if not cands:
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
@@ -65,7 +65,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     comparisons = [(r, c) for r in cands for c in candidates_against(r)]
     for r in cands:
         if not candidates_against(r):
-            r.verdict, r.note = "UNRESOLVED", "no reference commit to compare with"
+            r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
         ab = ABRun(comparisons, cfg, new_commit, None, log, calibration, plan.speeds(rows))
@@ -89,9 +89,9 @@ class ABRun:
         self.comps = comparisons
         self.cfg, self.new, self.tree, self.log, self.cal = cfg, new, tree, log, calibration
         # Bonferroni over every comparison, every look, and the one allowed restart
-        self.family = len(comparisons) * (cfg.max_rounds - cfg.min_rounds + 1) * 2
+        self.family = decision.family_size(len(comparisons), cfg.min_rounds, cfg.max_rounds)
         self.decided: dict[int, decision.Effect] = {}
-        self.failed: dict[int, str] = {}
+        self.failed: dict[int, tuple[bool, str]] = {}   # (the new code failed?, why)
         self.moot: dict[int, str] = {}   # left open: another comparison of its row is a DROP
         self.closed: dict[int, str] = {}  # left open at the time budget (others ran overtime)
         self.overtime: set[int] = set()   # kept past the time budget (on course for a DROP)
@@ -180,11 +180,14 @@ class ABRun:
         return decision.reachable(e, self.comps[i][0].min_effect, cap)
 
     def priority(self, i: int) -> tuple:
-        """Which comparison a round takes first when not all fit the time left: those the
-        A/B has on course for a DROP, then those not measured yet (the furthest past their
-        screen, or past their noise where that is larger, first), then the others measured
-        (the slowest estimate first)."""
+        """Which comparison a round takes first when not all fit the time left: those carried
+        UNRESOLVED from earlier commits and not measured yet, those the A/B has on course for
+        a DROP, then those not measured yet (the furthest past their screen, or past their
+        noise where that is larger, first), then the others measured (the slowest estimate
+        first)."""
         r, c = self.comps[i]
+        if r.carried and not self.paired(i)[0]:
+            return (-1, -len(r.carried))
         if self.paired(i)[0]:
             try:
                 e = self.effect(i)
@@ -193,7 +196,7 @@ class ABRun:
             return (0 if self.reachable(i, e) else 2, e.estimate)
         # the screened drop in units of what makes it noise: the screen, or the series'
         # per-process noise where that is larger (in a flood, noisy series are the likeliest
-        # to sit past the screen by chance: 2ff823a's flooded false-alarm run)
+        # to sit past the screen by chance)
         change = r.change if c == r.reference else r.anchor_change
         p = self.prior(r)
         scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0)
@@ -261,11 +264,11 @@ class ABRun:
             if not refs:               # not measured yet (the rounds so far had no room)
                 continue
             if any(v is None for p in news for v in p):
-                self.failed[i] = "the new code failed when measured here"
+                self.failed[i] = (True, "the new code failed when measured here")
                 self.upto[i] = len(refs)
                 continue
             if any(v is None for p in refs for v in p):
-                self.failed[i] = f"the reference {c[:10]} failed when measured here"
+                self.failed[i] = (False, f"the reference {c[:10]} failed when measured here")
                 self.upto[i] = len(refs)
                 continue
             if len(refs) < self.cfg.min_rounds:
@@ -424,8 +427,9 @@ class ABRun:
                 if ref and r.ab_reference is None:
                     r.ab_reference = stats.median(ref)
                 if i in self.failed:
-                    verdicts.append("FAILED" if "new code" in self.failed[i] else "UNRESOLVED")
-                    parts.append(f"vs {c[:10]}: {self.failed[i]}")
+                    new_failed, why_failed = self.failed[i]
+                    verdicts.append(Verdict.FAILED if new_failed else Verdict.UNRESOLVED)
+                    parts.append(f"vs {c[:10]}: {why_failed}")
                     continue
                 e = self.decided.get(i)
                 if e is None and refs and None not in [x for p in refs + news for x in p]:
@@ -435,17 +439,17 @@ class ABRun:
                         e = None
                 why = self.closed.get(i, why_unresolved)
                 if e is None and i not in self.decided:
-                    verdicts.append("UNRESOLVED" if i not in self.moot else "DROP")
+                    verdicts.append(Verdict.UNRESOLVED if i not in self.moot else Verdict.DROP)
                     parts.append(f"vs {c[:10]}: {self.moot.get(i, why)}")
                     continue
                 if i in self.moot:
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {self.moot[i]}")
                 elif i not in self.decided:
-                    verdicts.append("UNRESOLVED")
+                    verdicts.append(Verdict.UNRESOLVED)
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why}"
                                  + self.power_note(r, e))
                 else:
-                    verdicts.append("DROP" if e.verdict == decision.DROP else "noise")
+                    verdicts.append(Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE)
                     parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
                 if self.cal is not None and self.cal.borrowed(r.kernel, r.size, r.metric):
                     parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
@@ -467,14 +471,10 @@ class ABRun:
                                              "last": [b for _, b in refs],
                                              "new": [x for p in news for x in p],
                                              "k": ks}})
-            for v in ("FAILED", "DROP", "UNRESOLVED"):
-                if v in verdicts:
-                    r.verdict = v
-                    break
-            else:
-                r.verdict = "noise"
-            lead = {"DROP": "confirmed", "noise": "not confirmed", "UNRESOLVED": "unresolved",
-                    "FAILED": "failed"}[r.verdict]
+            r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED)
+                              if v in verdicts), Verdict.NOISE)
+            lead = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
+                    Verdict.UNRESOLVED: "unresolved", Verdict.FAILED: "failed"}[r.verdict]
             r.note = f"{lead}: " + "; ".join(parts)
 
 
@@ -484,14 +484,14 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
     covers = old is not None and set(candidates_against(r)) <= set(old.get("against") or
                                                                     [old.get("reference")])
     if (old and covers and old.get("new") == r.new
-            and old.get("verdict") in ("DROP", "noise", "UNRESOLVED")):
-        r.verdict = old["verdict"]
+            and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.UNRESOLVED)):
+        r.verdict = Verdict(old["verdict"])
         r.remeasured, r.ab_reference, r.ab_new = (old.get("remeasured"), old.get("ab_reference"),
                                                   old.get("ab_new"))
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     else:
-        r.verdict, r.note = "DROP", f"unconfirmed: {why}"
+        r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:

@@ -7,10 +7,15 @@ effect is the difference of the arms' mean log values, d = mean(log new) - mean(
 
 Its noise: the process-to-process standard deviation of a log value. Two sources are pooled,
 weighted by their degrees of freedom: this runner's calibration (A/A processes, gemm
-calibrate: a prior with many degrees of freedom) and the rounds' own within-arm spread. The
-interval is Student's t with the pooled degrees of freedom, at the level that holds the
-family-wise error rate `alpha` over all `family` series decided in one A/B (Bonferroni):
-each interval is two-sided at 1 - alpha / family.
+calibrate: a prior with many degrees of freedom) and the rounds' own within-arm spread. A
+prior borrowed from other series (calibration.Calibration.prior) is a guess about this one,
+so it enters with the run's own degrees of freedom, not its source's. And a prior is used
+only while the rounds' own spread agrees with it (a chi-square test at PRIOR_FIT): a run
+whose rounds disagree beyond the calibrated noise (a GPU that stepped between rounds) is
+judged on its own spread alone. The interval is Student's t with the pooled degrees of
+freedom, at the level that holds the family-wise error rate `alpha` over all `family`
+decisions of one A/B (Bonferroni, family_size): each interval is two-sided at
+1 - alpha / family. No DROP rests on fewer than DROP_MIN_ROUNDS rounds.
 
 Verdicts, with the minimum effect `delta` (the smallest drop the gate must catch) and the
 decision margin m = delta / 2 (the middle of the indifference zone between "no change" and
@@ -35,13 +40,19 @@ from dataclasses import dataclass
 
 DROP, SAME, FASTER, NOT_SLOWER, AMBIGUOUS = "DROP", "SAME", "FASTER", "NOT_SLOWER", "AMBIGUOUS"
 PASSING = (SAME, FASTER, NOT_SLOWER)
+DROP_MIN_ROUNDS = 2   # a DROP needs two rounds: one round's processes can share a GPU's step
+PRIOR_FIT = 0.001     # the rounds' spread must not reject the prior at this level
+POWER = 0.9           # detectable: the chance a drop of the minimum effect is called a DROP
+NOMINAL_COMPARISONS = 10   # detectable: the comparisons of a typical A/B (its family)
 
 
 @dataclass(frozen=True)
 class Noise:
-    """A prior on the process-to-process sd of log values: sigma with `dof` degrees of freedom."""
+    """A prior on the process-to-process sd of log values: sigma with `dof` degrees of freedom;
+    `borrowed`: from other series (it then enters with the run's own degrees of freedom)."""
     sigma: float
     dof: int
+    borrowed: bool = False
 
     def __post_init__(self) -> None:
         if not (self.sigma >= 0 and math.isfinite(self.sigma)) or self.dof < 1:
@@ -102,21 +113,58 @@ def _check(delta: float, alpha: float, family: int) -> None:
         raise ValueError("need 0 < delta < 1, 0 < alpha < 1, family >= 1")
 
 
+def family_size(comparisons: int, min_rounds: int, max_rounds: int) -> int:
+    """The Bonferroni family of one A/B: every comparison, every look, twice (one restart)."""
+    return comparisons * (max_rounds - min_rounds + 1) * 2
+
+
 def _interval(d: float, ss: float, dof: int, prior: Noise | None, scale: float, se_per_sd: float,
-              alpha: float, family: int):
+              alpha: float, family: int, fit: bool = True):
     """The one interval every rule here makes: the observed sum of squares `ss` (`dof`) pooled
-    with the calibration's, whose variance for this statistic is `scale` * sigma^2 (`prior.dof`);
-    Student's t at 1 - alpha / family two-sided; the standard error is sd * `se_per_sd`.
+    with the calibration's, whose variance for this statistic is `scale` * sigma^2 (`prior.dof`,
+    or `dof` where borrowed), unless the observed spread rejects it (prior_fits; `fit` False:
+    pooled regardless, for the A/A guard, which judges a misfit itself); Student's t
+    at 1 - alpha / family two-sided; the standard error is sd * `se_per_sd`.
     (lo, hi, sd, dof), or None when no degree of freedom is left."""
     from scipy import stats as st
-    if prior is not None:
-        ss += prior.dof * scale * prior.sigma ** 2
-        dof += prior.dof
+    if prior is not None and (not fit or prior_fits(ss, dof, scale * prior.sigma ** 2)):
+        pdof = dof if prior.borrowed else prior.dof
+        ss += pdof * scale * prior.sigma ** 2
+        dof += pdof
     if dof < 1:
         return None
     sd = math.sqrt(ss / dof)
     t = float(st.t.ppf(1 - alpha / family / 2, dof))
     return d - t * sd * se_per_sd, d + t * sd * se_per_sd, sd, dof
+
+
+def prior_fits(ss: float, dof: int, var: float, level: float = PRIOR_FIT) -> bool:
+    """Does an observed sum of squares with `dof` agree with a calibrated variance `var`? No
+    when it is larger than chi-square allows at `level` (smaller is no evidence against it);
+    yes without a degree of freedom to judge by."""
+    from scipy import stats as st
+    if dof < 1 or var <= 0:
+        return dof < 1
+    return float(st.chi2.sf(ss / var, dof)) >= level
+
+
+def detectable(sigma: float, dof: int, alpha: float, rounds: int,
+               comparisons: int = NOMINAL_COMPARISONS, power: float = POWER) -> float:
+    """The smallest drop an A/B of `rounds` rounds calls a DROP with probability `power`, at a
+    process-to-process sd `sigma` known with `dof` degrees of freedom (the mean rule: the
+    effect's sd is sigma per round, its margin half the drop), in an A/B of `comparisons`
+    comparisons. Rounded up to 0.1 %."""
+    from scipy import stats as st
+    t = float(st.t.ppf(1 - alpha / family_size(comparisons, 1, rounds) / 2,
+                       rounds - 1 + max(dof, 0)))
+    z = float(st.norm.ppf(power))
+    return math.ceil(1000 * 2 * (t + z) * sigma / math.sqrt(rounds) - 1e-9) / 1000
+
+
+def _verdict(lo: float, hi: float, margin: float, rounds: int) -> str:
+    """classify, with no DROP from fewer than DROP_MIN_ROUNDS rounds."""
+    v = classify(lo, hi, margin)
+    return AMBIGUOUS if v == DROP and rounds < DROP_MIN_ROUNDS else v
 
 
 def effect(ref, new, delta: float, alpha: float = 1e-3, family: int = 1,
@@ -160,7 +208,7 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
         return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS)
     lo, hi, sd_e, dof = got
     return Effect(d, lo, hi, sd_e / math.sqrt(scale), dof, n_ref, n_new,
-                  classify(lo, hi, delta / 2))
+                  _verdict(lo, hi, delta / 2, r))
 
 
 def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
@@ -174,7 +222,9 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
     d = log(last / first) - k log(n2 / n1), is the reference moving otherwise (a step, a
     throttle). Its mean over rounds gets a paired interval at the same level, with the rounds'
     own spread pooled with the calibration's (sd of d: sigma sqrt(2 (1 + k^2))). Unstable when
-    the interval lies wholly beyond a quarter of delta either way."""
+    the interval lies wholly beyond a quarter of delta either way, or when the rounds' d
+    differ more than that calibrated sd allows at the same level (the GPU stepped between
+    rounds: a step the mean of the rounds can hide)."""
     pairs = list(zip(first, last))
     if not pairs:
         return True, None
@@ -192,13 +242,14 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
     r = len(diffs)
     m = sum(diffs) / r
     scale = 2 * (1 + kmax ** 2)
-    got = _interval(m, sum((x - m) ** 2 for x in diffs), r - 1, prior, scale, 1 / math.sqrt(r),
-                    alpha, family)
+    ss = sum((x - m) ** 2 for x in diffs)
+    got = _interval(m, ss, r - 1, prior, scale, 1 / math.sqrt(r), alpha, family, fit=False)
     if got is None:
         return True, None
     lo, hi, sd, dof = got
     e = Effect(m, lo, hi, sd / math.sqrt(scale), dof, r, r, classify(lo, hi, delta / 4))
-    return e.verdict not in (DROP, FASTER), e
+    fits = prior is None or prior_fits(ss, r - 1, scale * prior.sigma ** 2, alpha / family)
+    return e.verdict not in (DROP, FASTER) and fits, e
 
 
 def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
@@ -404,4 +455,5 @@ def effect_robust(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     se = sd * math.sqrt(prior.factor(len(lr)) / len(lr) + prior.factor(len(ln)) / len(ln))
     t = float(st.t.ppf(1 - alpha / family / 2, dof))
     lo, hi = d - t * se, d + t * se
-    return Effect(d, lo, hi, sd, dof, len(lr), len(ln), classify(lo, hi, delta / 2))
+    rounds = sum(1 for a, b in zip(ref_rounds, new_rounds) if a and b)
+    return Effect(d, lo, hi, sd, dof, len(lr), len(ln), _verdict(lo, hi, delta / 2, rounds))

@@ -1,27 +1,19 @@
 """The gate's screen: which series of the newest commit may be slower (or are wrong, or
 missing)? Pure: rows in, rows out. The screen only picks candidates; gemm.track.confirm
-decides each candidate ("drop?") by an A/B on this GPU (gemm.track.decision's rule), and
-gemm.cli.regress is the command.
+decides each one by an A/B on this GPU (gemm.track.decision's rule).
 
-For every kernel x size, each gated metric (gemm.core.metrics: TFLOPS and % of cuBLAS, higher
-is better) of the new run is compared with two references on the same asv machine:
+Every series (kernel x size x gated metric, higher is better) has a minimum effect: the drop
+the gate must catch. It is the larger of its size class's floor (MIN_EFFECT) and the smallest
+drop the A/B can call a DROP within its round cap at the series' calibrated noise on this
+runner (decision.detectable); a series the calibration shows too noisy for the floor gets a
+wider one, and every report shows it. The screen is half the minimum effect, so a drop of
+the minimum effect reaches the A/B whenever the new run sits within half of it of the
+recent history's median (the median of the last `window` runs of other commits) or of the
+anchor's run (gemm.track.anchor): "drop?" when either lies more than the screen above it.
 
-  the recent history   centre = median of the last `window` earlier runs (other commits)
-  the anchor           the run of an anchor commit (gemm.track.anchor), if one is named, so
-                       that many small steps, each under the screen, add up to a candidate
-
-    screen = max(screen(size class), k * within-run sigma)
-    "drop?" when centre - new > screen * centre, or anchor - new > screen * anchor
-
-(within-run sigma: the median of the runs' (q75 - q25) / 1.349, asv's recorded quartiles,
-relative to the centre.) The history's own spread is not part of the screen: the history was
-recorded on several GPUs of one name that differ by up to ~2 %, and a screen that wide could
-not see a 1 % drop. That is why every candidate goes to the A/B, which measures code against
-code on one GPU; the history alone never fails a commit where a GPU is present.
-
-Size classes (by M*N*K): large >= 2048^3, medium >= 1000^3, small below. Defaults: screen
-0.5 / 1.5 / 3 %, minimum effect (the smallest drop the A/B must call a DROP) 1 / 3 / 5 %;
-both configurable per class.
+The history spans several GPUs of one name that differ by 1-2 %; the screen does not try to
+tell their offsets from the code: every candidate goes to the A/B, which measures code
+against code on one GPU, and the history alone never fails a commit where a GPU is present.
 
 A kernel that fails (asv records null) fails the gate. A series that the history has and the
 current suite still defines, but the new run lacks, is MISSING and fails the gate, unless the
@@ -30,18 +22,34 @@ judgement was narrowed on purpose to kernels or sizes that exclude it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ..core import metrics, stats
 from ..core.problem import Problem
 from .history import HistoryError, finite
 
-FAILING = ("DROP", "FAILED", "MISSING")
+
+class Verdict(StrEnum):
+    """A series' verdict in a gate report (a str: reports and kept files read as before)."""
+    OK = "ok"
+    IMPROVED = "improved"
+    CANDIDATE = "drop?"        # past the screen, for the A/B to decide
+    DROP = "DROP"              # confirmed by the A/B (or unconfirmed where none could run)
+    NOISE = "noise"            # the A/B dismissed it
+    UNRESOLVED = "UNRESOLVED"  # the A/B could not decide it
+    FAILED = "FAILED"          # the kernel failed
+    MISSING = "MISSING"        # in the history, not in this run
+    NEW = "new"                # no history yet
+    SKIPPED = "skipped"        # recorded as skipped (a shape the kernel refuses)
+
+
+FAILING = (Verdict.DROP, Verdict.FAILED, Verdict.MISSING)
 CLASSES = (("large", 2048 ** 3), ("medium", 1000 ** 3), ("small", 0))
-SCREEN = {"large": 0.005, "medium": 0.015, "small": 0.03}
 MIN_EFFECT = {"large": 0.01, "medium": 0.03, "small": 0.05}
 
 
 def size_class(size: str) -> str:
+    """The gate's size class, by the problem's work M*N*K (how long one launch takes)."""
     p = Problem.parse(size)
     vol = p.M * p.N * p.K
     return next(name for name, floor in CLASSES if vol >= floor)
@@ -49,23 +57,20 @@ def size_class(size: str) -> str:
 
 @dataclass(frozen=True)
 class GateConfig:
-    k: float = 4.0
     window: int = 10
-    screen: dict = field(default_factory=lambda: dict(SCREEN))
-    min_effect: dict = field(default_factory=lambda: dict(MIN_EFFECT))
+    min_effect: dict = field(default_factory=lambda: dict(MIN_EFFECT))   # floors per class
     alpha: float = 1e-3          # family-wise error rate of one commit's A/B
-    min_rounds: int = 1          # A B B A rounds before the first decision
-    max_rounds: int = 8          # then UNRESOLVED (5 until 2026-11-30; ci/probes/power_sim.py
-                                 # on 8a5f5c3's A/A: 07@2048 at +1 % 0.45 by 5 rounds, 0.91 by 8)
+    min_rounds: int = 1          # A B B A rounds before the first decision (a DROP needs
+                                 # decision.DROP_MIN_ROUNDS whatever this is)
+    max_rounds: int = 8          # then UNRESOLVED
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
     budget_s: float = 180.0      # A/B wall time; its rounds are planned to fit (gemm.track.plan)
-    robust: bool = True          # the A/B decides by Huber locations where the series' own
-                                 # calibration shows a heavy tail (calibration.robust_prior:
-                                 # 07 at 2048 today), by means elsewhere; False: means only
-    overtime_s: float = 60.0     # past budget_s, what is on course for a DROP (its estimate
-                                 # past the margin: decision.on_course) is measured on, alone,
-                                 # for up to this long more, within max_rounds; 0: all stop
+    robust: bool = True          # Huber locations where the series' calibration shows a heavy
+                                 # tail (calibration.robust_prior), means elsewhere
+    overtime_s: float = 60.0     # past budget_s, what is on course for a DROP is measured on,
+                                 # alone, for up to this long more, within max_rounds
+    carry_commits: int = 3       # a series UNRESOLVED this many commits running fails
 
     def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
         """The A/B's effect and verdict for one series: decision.effect_robust with the
@@ -79,11 +84,10 @@ class GateConfig:
 
     def trial_settings(self) -> dict:
         """The settings a calibration's detection trials are made under (kept in its file, so
-        trials join only trials of the same procedure). A rule added later is named only when
-        on, so tables made before it keep their settings as they were."""
-        out = {"screen": self.screen, "min_effect": self.min_effect, "alpha": self.alpha,
-               "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
-               "budget_s": self.budget_s}
+        trials join only trials of the same procedure)."""
+        out = {"screen": "half the minimum effect", "min_effect": self.min_effect,
+               "alpha": self.alpha, "min_rounds": self.min_rounds,
+               "max_rounds": self.max_rounds, "budget_s": self.budget_s}
         if self.robust:
             out["robust"] = True
         if self.overtime_s:
@@ -91,28 +95,39 @@ class GateConfig:
         return out
 
     def validate(self) -> None:
-        if self.k <= 0 or self.window < 1:
-            raise ValueError("k > 0 and window >= 1")
+        if self.window < 1:
+            raise ValueError("window >= 1")
         names = {n for n, _ in CLASSES}
-        for what, d in (("screen", self.screen), ("min_effect", self.min_effect)):
-            if set(d) != names or not all(0 < v < 1 for v in d.values()):
-                raise ValueError(f"{what} needs a value in (0, 1) for each size class "
-                                 f"({', '.join(sorted(names))}), got {d}")
+        if set(self.min_effect) != names or not all(0 < v < 1 for v in self.min_effect.values()):
+            raise ValueError(f"min_effect needs a value in (0, 1) for each size class "
+                             f"({', '.join(sorted(names))}), got {self.min_effect}")
         if not 0 < self.alpha < 1 or not 1 <= self.min_rounds <= self.max_rounds:
             raise ValueError("0 < alpha < 1 and 1 <= min_rounds <= max_rounds")
         if self.budget_s <= 0:
             raise ValueError("the A/B time budget must be positive")
         if self.overtime_s < 0:
             raise ValueError("the A/B overtime must be 0 (none) or positive")
-
-    def screen_for(self, size: str) -> float:
-        return self.screen[size_class(size)]
+        if self.carry_commits < 1:
+            raise ValueError("carry_commits >= 1")
 
     def effect_for(self, size: str) -> float:
+        """The size class's floor of the minimum effect."""
         return self.min_effect[size_class(size)]
 
+    def min_effect_for(self, kernel: str, size: str, metric: str, cal=None) -> float:
+        """The series' minimum effect: its class's floor, or wider where its calibrated noise
+        (own, or borrowed with the run's own degrees of freedom) cannot decide the floor
+        within max_rounds (decision.detectable)."""
+        from . import decision
+        floor = self.effect_for(size)
+        prior = cal.prior(kernel, size, metric) if cal is not None else None
+        if prior is None:
+            return floor
+        dof = self.max_rounds - 1 if prior.borrowed else prior.dof
+        return max(floor, decision.detectable(prior.sigma, dof, self.alpha, self.max_rounds))
+
     def failing(self) -> tuple:
-        return FAILING + (("UNRESOLVED",) if self.strict else ())
+        return FAILING + ((Verdict.UNRESOLVED,) if self.strict else ())
 
 
 @dataclass(frozen=True)
@@ -144,7 +159,7 @@ class Row:
     new: float | None
     change: float | None       # relative, (new - centre) / centre
     bound: float | None        # the screen: relative drop that makes a candidate
-    verdict: str               # ok | improved | drop? | DROP | noise | UNRESOLVED | FAILED | MISSING | new | skipped
+    verdict: Verdict
     note: str = ""
     remeasured: float | None = None
     reference: str | None = None      # the newest earlier commit with this series (the A/B's)
@@ -158,32 +173,29 @@ class Row:
     against: list = field(default_factory=list)   # the commits the A/B compares with
     effects: list = field(default_factory=list)   # the A/B's decision per compared commit
     changepoints: list = field(default_factory=list)  # where the series stepped (gemm.track.anchor)
+    unconfirmed: bool = False         # a DROP only because no A/B could be made here
+    carried: list = field(default_factory=list)   # earlier commits it was UNRESOLVED at
 
     @property
     def label(self) -> str:
         return metrics.get(self.metric).label
 
 
-def judge(history: list, new, screen: float, k: float = 4.0):
-    """(verdict, centre, relative change, relative screen) for one series; higher is better."""
+def judge(history: list, new, screen: float):
+    """(verdict, centre, relative change) for one series against the median of its history;
+    higher is better."""
     hist = [p for p in history if finite(p.value)]
     if new is None or new.value is None:
-        return "FAILED", None, None, None
+        return Verdict.FAILED, None, None
     if not finite(new.value):
-        return "skipped", None, None, None
+        return Verdict.SKIPPED, None, None
     if not hist:
-        return "new", None, None, None
+        return Verdict.NEW, None, None
     centre = stats.median([p.value for p in hist])
-    iqrs = [(p.q75 - p.q25) / 1.349 for p in hist + [new]
-            if p.q25 is not None and p.q75 is not None]
-    sig_run = stats.median(iqrs) if iqrs else 0.0
-    rel_bound = max(screen, k * sig_run / abs(centre)) if centre else screen
     change = (new.value - centre) / centre if centre else 0.0
-    if -change > rel_bound:
-        return "drop?", centre, change, rel_bound
-    if change > rel_bound:
-        return "improved", centre, change, rel_bound
-    return "ok", centre, change, rel_bound
+    if -change > screen:
+        return Verdict.CANDIDATE, centre, change
+    return (Verdict.IMPROVED if change > screen else Verdict.OK), centre, change
 
 
 def reference(history: list[tuple[str, object]]) -> tuple[str | None, float | None]:
@@ -212,10 +224,11 @@ def select(runs, commit: str | None):
 
 
 def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
-             narrow: Narrowing = Narrowing(), anchor: str | None = None
+             narrow: Narrowing = Narrowing(), anchor: str | None = None, cal=None
              ) -> tuple[list[Row], object]:
     """Screen the run of `commit` (default: the newest) against the history before it and,
-    if given, against the anchor commit's run."""
+    if given, against the anchor commit's run; `cal`: this runner's calibration (the series'
+    minimum effects; None: the class floors)."""
     new_run, before = select(runs, commit)
     earlier = before[-cfg.window:]
     anchor_run = None
@@ -238,20 +251,22 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
         if new is None or skipped:   # absent, or recorded as skipped (NaN: asv -b left it out)
             if n_hist and key in suite.series:
                 rows.append(Row(key.target, key.size, key.metric, n_hist, None, None, None,
-                                None, "MISSING", "in the history, not measured in this run"))
+                                None, Verdict.MISSING, "in the history, not measured in this run"))
             continue  # else: no longer part of the suite (kernel or size removed)
-        screen = cfg.screen_for(key.size)
-        verdict, centre, change, bound = judge(hist, new, screen, cfg.k)
+        effect = cfg.min_effect_for(key.target, key.size, key.metric, cal)
+        screen = effect / 2
+        verdict, centre, change = judge(hist, new, screen)
         ref, ref_value = reference(pairs) if centre is not None else (None, None)
         row = Row(key.target, key.size, key.metric, n_hist, centre, new.value, change,
-                  bound, verdict, reference=ref, ref_value=ref_value,
-                  min_effect=cfg.effect_for(key.size))
+                  None if centre is None else screen, verdict, reference=ref,
+                  ref_value=ref_value, min_effect=effect)
         a = anchor_run.points.get(key) if anchor_run is not None else None
         if a is not None and finite(a.value) and a.value and finite(new.value):
             row.anchor, row.anchor_value = anchor_run.commit, a.value
             row.anchor_change = (new.value - a.value) / a.value
-            if -row.anchor_change > (bound or screen) and verdict in ("ok", "improved", "new"):
-                row.verdict = "drop?"
+            if -row.anchor_change > screen and verdict in (Verdict.OK, Verdict.IMPROVED,
+                                                           Verdict.NEW):
+                row.verdict, row.bound = Verdict.CANDIDATE, screen
                 row.note = (f"{100 * row.anchor_change:+.2f} % against the anchor "
                             f"{anchor_run.commit[:10]}")
         rows.append(row)
@@ -260,12 +275,14 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
 
 def candidates_against(row: Row) -> list[str]:
     """The commits a candidate's A/B compares with: the history's reference where the recent
-    history flagged it, the anchor where the anchor did (either or both)."""
+    history flagged it, the anchor where the anchor did; both for a row carried UNRESOLVED
+    from the commits before (gemm.track.carry)."""
     out = []
-    if row.change is not None and row.bound is not None and -row.change > row.bound and row.reference:
+    past = (row.change is not None and row.bound is not None and -row.change > row.bound)
+    if (past or row.carried) and row.reference:
         out.append(row.reference)
-    if (row.anchor and row.anchor_change is not None and -row.anchor_change > (row.bound or 0)
-            and row.anchor not in out):
+    anchor_past = row.anchor_change is not None and -row.anchor_change > (row.bound or 0)
+    if (anchor_past or row.carried) and row.anchor and row.anchor not in out:
         out.append(row.anchor)
     return out
 
@@ -276,4 +293,7 @@ def measured_nothing(new_run, narrow: Narrowing = Narrowing()) -> bool:
 
 
 def failed(rows: list[Row], cfg: GateConfig = GateConfig()) -> list[Row]:
-    return [r for r in rows if r.verdict in cfg.failing()]
+    """The rows that fail the gate: a DROP, a failure, a missing series, and a series
+    UNRESOLVED at carry_commits commits running (this one included)."""
+    return [r for r in rows if r.verdict in cfg.failing() or (
+        r.verdict == Verdict.UNRESOLVED and len(r.carried) + 1 >= cfg.carry_commits)]

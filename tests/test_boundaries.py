@@ -1,0 +1,233 @@
+"""The gate's statistics AT their decision boundaries (gemm.track.decision, gate, calibration).
+
+The other tests put 1 % effects against 0.1 % noise, far from any boundary, so a wrong
+quantile, a missing factor of the Bonferroni family or of a variance changes no verdict there.
+Here every interval is computed again from first principles (scipy's t quantile at the exact
+family and the two-sided level, the exact pooled variance) and the effect is placed a hair
+(EPS in log units) on either side of the boundary: anything that moves the interval's end by
+more than that flips one of the two verdicts. Each test's docstring names the mutation(s) it
+guards against (the numbering of the boundary-tests brief):
+
+ 1. the looks factor (max_rounds - min_rounds + 1) dropped from the family
+ 2. the x2 restart factor dropped from the family
+ 3. a one-sided quantile, 1 - alpha / family, where two-sided 1 - alpha / family / 2 is meant
+ 4. the robust rule ignoring the family (family -> 1 in effect_robust)
+ 5. the robust rule omitting the new arm's variance
+ 6. the A/A guard's variance factor 2 (1 + k^2) replaced by 2
+ 7. decision.TAIL_RATIO 1.25 -> 1.7 (which series the committed calibration sends to Huber)
+"""
+import json
+import math
+from pathlib import Path
+
+from scipy import stats as st
+
+from gemm.track import calibration, decision as d
+from gemm.track.gate import GateConfig, Row
+
+ALPHA, DELTA = 1e-3, 0.01          # the gate's defaults (large size class)
+MARGIN = DELTA / 2                 # a DROP's interval ends below -MARGIN
+FAMILY = 3 * 8 * 2                 # 3 comparisons x 8 looks (rounds 1..8) x 2 (one restart)
+EPS = 1e-9                         # how far from a boundary each effect is put (log units)
+BASE = 30.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def t2(dof: int, family: int = FAMILY) -> float:
+    """Student's t, two-sided at family-wise level ALPHA over `family` intervals."""
+    return float(st.t.ppf(1 - ALPHA / (2 * family), dof))
+
+
+def values(centre_log: float, offsets) -> list[float]:
+    return [BASE * math.exp(centre_log + o) for o in offsets]
+
+
+def test_family_size_counts_comparisons_looks_and_the_restart():
+    """Mutations 1 and 2: the family is comparisons x (max - min + 1) looks x 2."""
+    assert d.family_size(3, 1, 8) == FAMILY == 48
+    assert d.family_size(1, 1, 1) == 2           # one comparison, one look: the restart alone
+    assert d.family_size(5, 3, 5) == 5 * 3 * 2
+    assert d.family_size(2, 2, 9) == 2 * 8 * 2
+
+
+def test_the_ab_and_the_calibration_trials_count_the_same_family(monkeypatch):
+    """Mutations 1 and 2 (as the gate and `gemm calibrate` use them): ABRun.family and the
+    family calibrate.trial decides with are the exact Bonferroni family."""
+    from gemm.track import calibrate, confirm
+    row = Row("09_cp_async_pipeline", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005, "drop?")
+    comps = [(row, "a" * 40), (row, "c" * 40), (row, "e" * 40)]
+    assert confirm.ABRun(comps, GateConfig(), "b" * 40, {}, print, None).family == 48
+    assert confirm.ABRun(comps, GateConfig(min_rounds=2, max_rounds=5), "b" * 40, {}, print,
+                         None).family == 3 * 4 * 2
+    seen = []
+
+    class Spy(GateConfig):
+        def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior):
+            seen.append(family)
+            return super().decide(ref_rounds, new_rounds, delta, family, prior, robust_prior)
+    monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
+        (k, s, m): 30.0 for k, ss in series.items() for s in ss for m in calibrate.METRICS})
+    prior = {("09", "4096", m): d.Noise(0.003, 29) for m in calibrate.METRICS}
+    calibrate.trial(".", ["09"], ["4096"], [0.02], Spy(max_rounds=3), prior, lambda s: None,
+                    clock=lambda: 0.0)
+    assert seen and set(seen) == {2 * 3 * 2}     # 1 kernel x 1 size x 2 metrics, 3 looks, x2
+
+
+def _mean_rule_case(side: float):
+    """Three A B B A rounds whose per-round effects e_i = dd + (-s, 0, +s) put the interval's
+    upper end `side` * EPS from -MARGIN; the prior Noise(0.003, 20), two processes per arm
+    (sd of e_i: sigma sqrt(1/2 + 1/2))."""
+    s, prior, r = 0.002, d.Noise(0.003, 20), 3
+    ss = 2 * s * s + prior.dof * 1.0 * prior.sigma ** 2     # own spread + the prior's
+    dof = r - 1 + prior.dof
+    half = t2(dof) * math.sqrt(ss / dof) / math.sqrt(r)
+    dd = -MARGIN - half + side * EPS
+    ref = [[BASE, BASE]] * r
+    new = [values(dd + dev, (0.0, 0.0)) for dev in (-s, 0.0, s)]
+    return ref, new, prior, dd + half
+
+
+def test_the_mean_rule_at_the_drop_boundary():
+    """Mutations 1, 2, 3 (_interval): the interval at the exact family, two-sided level and
+    pooled variance; a hair below -delta/2 is a DROP, a hair above is AMBIGUOUS. A smaller
+    family or a one-sided quantile narrows it and makes the second a DROP."""
+    family = d.family_size(3, 1, 8)
+    ref, new, prior, hi = _mean_rule_case(-1)
+    e = d.effect_rounds(ref, new, DELTA, ALPHA, family, prior)
+    assert e.verdict == d.DROP and abs(e.hi - hi) < EPS / 10 and e.dof == 22
+    ref, new, prior, hi = _mean_rule_case(+1)
+    e = d.effect_rounds(ref, new, DELTA, ALPHA, family, prior)
+    assert e.verdict == d.AMBIGUOUS and abs(e.hi - hi) < EPS / 10
+    # the gate's own path (GateConfig.decide) without a robust prior is the mean rule
+    assert GateConfig().decide(ref, new, DELTA, family, prior, None).verdict == d.AMBIGUOUS
+
+
+# a robust prior: Huber's cut-off at 1.5 x 0.004; the small-arm factors differ per arm size
+ROBUST = d.RobustNoise(scale=0.004, sigma=0.003, dof=30, small=(1.0, 1.5, 1.4, 1.3, 1.2, 1.1))
+REF_OFF = (-0.002, 0.002, -0.001, 0.001, 0.0, 0.0)     # 6 values, mean 0, all within the cut
+NEW_OFF = (-0.002, 0.002, 0.001, -0.001)               # 4 values, mean 0
+
+
+def _robust_case(side: float):
+    """The robust rule's interval for 6 reference values against 4 new ones, none past
+    Huber's cut-off (so each location is the arm's mean and the run's sandwich variance its
+    plain pooled variance, 8 dof), placed `side` * EPS from -MARGIN."""
+    run_ss = sum(o * o for o in REF_OFF) + sum(o * o for o in NEW_OFF)
+    run_dof = len(REF_OFF) + len(NEW_OFF) - 2
+    dof = ROBUST.dof + run_dof
+    var = (ROBUST.dof * ROBUST.sigma ** 2 + run_ss) / dof
+    se = math.sqrt(var) * math.sqrt(1.1 / 6 + 1.3 / 4)     # small[5] for 6, small[3] for 4
+    half = t2(dof) * se
+    dd = -MARGIN - half + side * EPS
+    ref = [values(0.0, REF_OFF[i:i + 2]) for i in (0, 2, 4)]
+    new = [values(dd, NEW_OFF[i:i + 2]) for i in (0, 2)]
+    return ref, new, dd + half
+
+
+def test_the_robust_rule_at_the_drop_boundary():
+    """Mutations 3 (effect_robust), 4 and 5: the gate (GateConfig.decide with a robust prior)
+    decides by Huber locations at the exact family, two-sided level, pooled sandwich variance
+    and both arms' shares of it: a hair below -delta/2 is a DROP, a hair above AMBIGUOUS.
+    Family 1, a one-sided quantile or no new arm's share narrow it: the second becomes a DROP."""
+    family = d.family_size(3, 1, 8)
+    ref, new, hi = _robust_case(-1)
+    e = GateConfig().decide(ref, new, DELTA, family, d.Noise(0.003, 30), ROBUST)
+    assert e.verdict == d.DROP and abs(e.hi - hi) < EPS / 10 and e.dof == 38
+    assert (e.n_ref, e.n_new) == (6, 4)
+    ref, new, hi = _robust_case(+1)
+    e = GateConfig().decide(ref, new, DELTA, family, d.Noise(0.003, 30), ROBUST)
+    assert e.verdict == d.AMBIGUOUS and abs(e.hi - hi) < EPS / 10
+    # robust off: the mean rule, which this case does not put on its boundary
+    assert GateConfig(robust=False).decide(ref, new, DELTA, family, d.Noise(0.003, 30),
+                                           ROBUST).hi != e.hi
+
+
+def _aa_case(side: float, k: int = 3):
+    """Four rounds of the A/A control: the reference's two processes sit k new-code steps
+    further apart than the new code's two, which drift by g_i; after the drift correction
+    the reference's moves are mm + (-s, +s, -s, +s), their sd pooled with the prior's
+    (variance of one move: 2 (1 + k^2) sigma^2); the interval's lower end placed `side` * EPS
+    from +delta/4."""
+    s, prior, r = 0.001, d.Noise(0.0005, 20), 4
+    scale = 2 * (1 + k * k)
+    ss = r * s * s + prior.dof * scale * prior.sigma ** 2
+    dof = r - 1 + prior.dof
+    half = t2(dof) * math.sqrt(ss / dof) / math.sqrt(r)
+    mm = DELTA / 4 + half + side * EPS
+    drift = [0.0004 * i for i in range(r)]
+    moves = [mm + dev for dev in (-s, s, -s, s)]
+    first = [BASE] * r
+    last = [BASE * math.exp(m + k * g) for m, g in zip(moves, drift)]
+    pairs = [(BASE, BASE * math.exp(g)) for g in drift]
+    return first, last, pairs, [k] * r, prior, mm - half, math.sqrt(ss / dof / scale)
+
+
+def test_the_aa_guard_at_its_boundary():
+    """Mutations 6 and 3 (_interval): the A/A control's interval with the variance of a
+    drift-corrected move, 2 (1 + k^2) sigma^2, at the exact two-sided level: a lower end a
+    hair above +delta/4 is unstable, a hair below stable. A factor 2 alone (or a one-sided
+    quantile) narrows it and makes the second unstable too."""
+    family = d.family_size(3, 1, 8)
+    first, last, pairs, ks, prior, lo, sigma = _aa_case(+1)
+    ok, e = d.aa_stable(first, last, DELTA, ALPHA, family, prior, pairs, ks)
+    assert not ok and e.verdict == d.FASTER and abs(e.lo - lo) < EPS / 10
+    assert math.isclose(e.sigma, sigma, rel_tol=1e-9)
+    first, last, pairs, ks, prior, lo, sigma = _aa_case(-1)
+    ok, e = d.aa_stable(first, last, DELTA, ALPHA, family, prior, pairs, ks)
+    assert ok and e.verdict in (d.SAME, d.NOT_SLOWER) and abs(e.lo - lo) < EPS / 10
+
+
+def _synthetic(sigma: float) -> calibration.Calibration:
+    """One calibrated series: five A/A values at log offsets (-2, -1, 0, 1, 2) x 0.001 and
+    the given calibrated sigma."""
+    row = {"kernel": "07_bank_conflict_free", "size": "2048", "metric": "tflops",
+           "sigma": sigma, "dof": 40, "values": values(0.0, [0.001 * o for o in range(-2, 3)])}
+    return calibration.of_doc("h200", {"noise": [row]})
+
+
+def test_heavy_tailed_at_the_tail_ratio():
+    """Mutation 7: a series is heavy-tailed when its sd exceeds 1.25 x the sandwich sd of its
+    Huber-weighted values. Offsets (-2..2) x 0.001: MAD 0.001, robust sd 1.4826e-3, so no
+    value lies past 1.5 robust sds and the sandwich sd is the plain sample sd, sqrt(2.5) e-3.
+    A ratio a hair either side of 1.25 flips; 1.69 (between 1.25 and 1.7) is heavy-tailed."""
+    sandwich = math.sqrt(sum((0.001 * o) ** 2 for o in range(-2, 3)) / 4)
+    key = ("07_bank_conflict_free", "2048", "tflops")
+    assert not _synthetic(1.25 * (1 - 1e-6) * sandwich).heavy_tailed(*key)
+    assert _synthetic(1.25 * (1 + 1e-6) * sandwich).heavy_tailed(*key)
+    assert _synthetic(1.69 * sandwich).heavy_tailed(*key)
+    assert not _synthetic(1.69 * sandwich).heavy_tailed("07_bank_conflict_free", "4096", "tflops")
+
+
+# the committed calibration's series whose sd exceeds 1.25 x their sandwich sd (ratios as
+# of calibration/h200.json: 07 2048 1.99 / 1.65, 11 1000 1.29, 11 4096 1.38, 12 1000 1.29,
+# 13 1000 1.59, 14 1024 1.29, 14 4096 2.70; every other series 0.59-1.20)
+ROBUST_SERIES = {
+    ("07_bank_conflict_free", "2048", "pct_of_cublas"),
+    ("07_bank_conflict_free", "2048", "tflops"),
+    ("11_tf32_wmma", "1000", "tflops"),
+    ("11_tf32_wmma", "4096", "tflops"),
+    ("12_tf32_mma_sync", "1000", "tflops"),
+    ("13_tf32_wgmma_tma", "1000", "pct_of_cublas"),
+    ("14_bf16_wgmma_tma", "1024", "pct_of_cublas"),
+    ("14_bf16_wgmma_tma", "4096", "pct_of_cublas"),
+}
+
+
+def test_the_committed_calibration_sends_exactly_these_series_to_the_robust_rule(monkeypatch):
+    """Mutation 7: the exact set of series of calibration/h200.json with a robust prior (at
+    1.7 only 07 at 2048 for % of cuBLAS and 14 at 4096 would be left). The small-arm factors'
+    resampling is cut to a few draws for speed: it sets their values, never whether a
+    prior exists."""
+    real = d.robust_noise
+
+    def quick(parts, **kw):
+        kw.setdefault("max_n", 2)
+        kw.setdefault("draws", 50)
+        return real(parts, **kw)
+    monkeypatch.setattr(d, "robust_noise", quick)
+    doc = json.loads((ROOT / "calibration" / "h200.json").read_text())
+    cal = calibration.of_doc("h200", doc)
+    assert len(cal.noise) == 56
+    got = {key for key in cal.noise if cal.robust_prior(*key) is not None}
+    assert got == ROBUST_SERIES
+    assert {key for key in cal.noise if cal.heavy_tailed(*key)} == ROBUST_SERIES
