@@ -115,3 +115,14 @@ def test_measure_tasks_are_the_pairs_measured_in_their_order(monkeypatch, capsys
     assert [(n[:2], p["M"]) for n, p in jobs[-1]["tasks"]] == [
         ("07", 512), ("07", 1024), ("05", 512), ("05", 1024)]
     capsys.readouterr()
+
+
+def test_the_gate_sees_that_measure_takes_task():
+    """The A/B learns from a tree's gemm/cli/main.py whether its `gemm measure` takes --task
+    (gemm.track.abtest.has_tasks): this tree's does, and says so there."""
+    from pathlib import Path
+    from gemm.track import abtest
+    root = Path(__file__).resolve().parent.parent
+    assert abtest.has_tasks(root)
+    args = cli.build_parser().parse_args(["measure", "--task", "05@4096"])
+    assert args.task == ["05@4096"]
