@@ -6,8 +6,10 @@ from .common import OK_STATUSES, _need_gpu, _problems, _sweep, _targets
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--kernel", "-k", action="append")
-    p.add_argument("--shapes", nargs="+", default=list(shapes.CHECK_SHAPES))
+    p.add_argument("--kernel", "-k", action="append",
+                   help="kernel name or prefix, or a cuBLAS configuration (repeatable)")
+    p.add_argument("--shapes", nargs="+", default=list(shapes.CHECK_SHAPES),
+                   help="N (square) or MxNxK (default: the correctness gate's shapes)")
 
 
 def run(args) -> int:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--results", default="results")
-    p.add_argument("--machine", default=None)
-    p.add_argument("--out", default="plots")
+    p.add_argument("--results", default="results", help="asv results directory")
+    p.add_argument("--machine", default=None, help="machine name (default: the only one)")
+    p.add_argument("--out", default="plots", help="directory for the PNGs (default plots/)")
 
 
 def run(args) -> int:

@@ -8,7 +8,8 @@ from .common import UsageError
 
 
 def add_arguments(p) -> None:
-    p.add_argument("file", nargs="+")
+    p.add_argument("file", nargs="+",
+                   help="JSON files: measurements, gate reports or calibrations")
     p.add_argument("--full", action="store_true", help="the per-kernel tables too")
 
 
