@@ -117,6 +117,32 @@ def test_measure_tasks_are_the_pairs_measured_in_their_order(monkeypatch, capsys
     capsys.readouterr()
 
 
+def test_version_is_the_packages():
+    """`gemm --version`: the installed package's version, else the source's gemm.__version__."""
+    import importlib.metadata
+    import gemm
+    from gemm.cli.main import version
+    try:
+        want = importlib.metadata.version("gemm")
+    except importlib.metadata.PackageNotFoundError:
+        want = gemm.__version__
+    out = run("--version")
+    assert out.returncode == 0 and out.stdout == f"gemm {want}\n" and not out.stderr
+    assert version() == want
+
+
+def test_version_without_package_metadata(monkeypatch, capsys):
+    import importlib.metadata
+    import gemm
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"gemm {gemm.__version__}\n"
+
+
 def test_the_gate_sees_that_measure_takes_task():
     """The A/B learns from a tree's gemm/cli/main.py whether its `gemm measure` takes --task
     (gemm.track.abtest.has_tasks): this tree's does, and says so there."""

@@ -44,9 +44,33 @@ COMMANDS = (
 )
 
 
+def version() -> str:
+    """The installed package's version, else the source's (gemm.__version__)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+    try:
+        return installed("gemm")
+    except PackageNotFoundError:
+        import gemm
+        return getattr(gemm, "__version__", "unknown")
+
+
+class _Version(argparse.Action):
+    """`gemm --version`: the version is looked up only when asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the package version and exit"):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{parser.prog} {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gemm", description="Hand-written CUDA SGEMM kernels "
                                 "against cuBLAS: list, benchmark, check, record, gate regressions.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="cmd", required=True)
     for name, module, summary in COMMANDS:
         c = sub.add_parser(name, help=summary)
