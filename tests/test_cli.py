@@ -115,3 +115,40 @@ def test_measure_tasks_are_the_pairs_measured_in_their_order(monkeypatch, capsys
     assert [(n[:2], p["M"]) for n, p in jobs[-1]["tasks"]] == [
         ("07", 512), ("07", 1024), ("05", 512), ("05", 1024)]
     capsys.readouterr()
+
+
+def test_version_is_the_packages():
+    """`gemm --version`: the installed package's version, else the source's gemm.__version__."""
+    import importlib.metadata
+    import gemm
+    from gemm.cli.main import version
+    try:
+        want = importlib.metadata.version("gemm")
+    except importlib.metadata.PackageNotFoundError:
+        want = gemm.__version__
+    out = run("--version")
+    assert out.returncode == 0 and out.stdout == f"gemm {want}\n" and not out.stderr
+    assert version() == want
+
+
+def test_version_without_package_metadata(monkeypatch, capsys):
+    import importlib.metadata
+    import gemm
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out == f"gemm {gemm.__version__}\n"
+
+
+def test_the_gate_sees_that_measure_takes_task():
+    """The A/B learns from a tree's gemm/cli/main.py whether its `gemm measure` takes --task
+    (gemm.track.abtest.has_tasks): this tree's does, and says so there."""
+    from pathlib import Path
+    from gemm.track import abtest
+    root = Path(__file__).resolve().parent.parent
+    assert abtest.has_tasks(root)
+    args = cli.build_parser().parse_args(["measure", "--task", "05@4096"])
+    assert args.task == ["05@4096"]

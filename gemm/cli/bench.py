@@ -1,0 +1,37 @@
+"""`gemm bench`: time kernels against cuBLAS and print the tables."""
+from __future__ import annotations
+
+import json
+
+from ..core import shapes
+from ..core.policy import POLICIES
+from .common import OK_STATUSES, POLICY_HELP, _need_gpu, _policy, _problems, _sweep, _targets
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--kernel", "-k", action="append", help="kernel name or prefix (repeatable)")
+    p.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED), help="N (square) or MxNxK")
+    p.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    p.add_argument("--policy", default="suite", choices=list(POLICIES), help=POLICY_HELP)
+    p.add_argument("--json", help="write the measurement document (every sample) to this file")
+
+
+def run(args) -> int:
+    from .tables import bench_table
+    kernels = _targets(args.kernel)
+    problems = _problems(args.sizes)
+    policy = _policy(args.mode, args.policy)
+    _need_gpu()
+    doc = _sweep(kernels, problems, policy=policy)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    dev = doc.get("device") or {}
+    print(f"\n{dev.get('name', '?')} ({dev.get('arch', '?')}, {dev.get('sms', '?')} SMs), "
+          f"{policy.mode} L2, CUDA-event medians, {doc['wall_s']:.0f} s")
+    for k in kernels:
+        print(f"\n{k}\n" + bench_table(doc["records"], k))
+    bad = [r for r in doc["records"] if r["status"] not in OK_STATUSES]
+    for r in bad:
+        print(f"\n{r['kernel']} {r['size']}: {r['status']}: {(r.get('error') or '')[:500]}")
+    return 1 if bad else 0

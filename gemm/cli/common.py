@@ -1,0 +1,62 @@
+"""What several commands share: UsageError (one sentence, exit 2), kernels, sizes and
+policies resolved as the commands take them, the GPU check and the sweep with its progress.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..core import registry, shapes
+from ..core.policy import Policy, named
+
+
+POLICY_HELP = ("suite (the per-commit record's, default) or confirm (the gate's A/B and "
+               "calibration: several operand sets per problem, more samples)")
+
+
+class UsageError(Exception):
+    pass
+
+
+# "unsupported": a shape the kernel refuses by its launch contract (said, not a failure)
+OK_STATUSES = ("ok", "unsupported")
+
+
+def _targets(names, baselines_too=False) -> list[str]:
+    if not names:
+        return registry.names()
+    out = []
+    for n in names:
+        if baselines_too and n in registry.BASELINES:
+            out.append(n)
+            continue
+        try:
+            out.append(registry.get(n).name)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return out
+
+
+def _problems(sizes):
+    try:
+        return shapes.problems(sizes)
+    except (ValueError, TypeError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _policy(mode: str, name: str = "suite") -> Policy:
+    try:
+        return named(name, mode)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _need_gpu() -> None:
+    from ..measure.sweep import probe_gpu
+    ok, why = probe_gpu()
+    if not ok:
+        raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")
+
+
+def _sweep(targets, problems, **kw) -> dict:
+    from ..measure.sweep import progress_printer, sweep
+    return sweep(targets, problems, progress=progress_printer(sys.stderr), **kw)

@@ -1,0 +1,13 @@
+"""`gemm plot`: PNG plots from the recorded history (gemm.record.plot)."""
+from __future__ import annotations
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--results", default="results", help="asv results directory")
+    p.add_argument("--machine", default=None, help="machine name (default: the only one)")
+    p.add_argument("--out", default="plots", help="directory for the PNGs (default plots/)")
+
+
+def run(args) -> int:
+    from ..record import plot
+    return plot.main(args)
