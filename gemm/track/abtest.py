@@ -10,14 +10,13 @@ compared is code against code on one GPU; gemm.track.confirm decides with
 gemm.track.decision.
 
 Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
-(document schema gemm.measure/1: "values" -> "metrics" by metric key). Commits from before that
-entry point existed are measured with LEGACY_MEASURE, which uses the names those commits had
-(and computes % of cuBLAS from their samples with today's paired formula). Each arm measures
-under its tree's CONFIRM policy (`gemm measure --policy confirm`, more samples per process than
-the per-commit record), which the calibration was made under; a tree from before CONFIRM
-existed (2026-11-30) has only its suite policy and is measured under that. Two trees whose
-CONFIRM differ (across 8a5f5c3, which spread it over 5 operand sets) compare their policies as
-well as their code; the anchor is kept at a commit with the current one.
+(document schema gemm.measure/1: "values" -> "metrics" by metric key), one process an arm
+(`--task KERNEL@SIZE`); a tree whose `gemm measure` lacks --task cannot be an arm. Each arm
+measures under its tree's CONFIRM policy (`gemm measure --policy confirm`, more samples per
+process than the per-commit record), which the calibration was made under; a tree from before
+CONFIRM existed (2026-11-30) has only its suite policy and is measured under that. Two trees
+whose CONFIRM differ (across 8a5f5c3, which spread it over 5 operand sets) compare their
+policies as well as their code; the anchor is kept at a commit with the current one.
 """
 from __future__ import annotations
 
@@ -32,30 +31,7 @@ import time
 from pathlib import Path
 
 TIMEOUT_S = 900
-LEGACY_TAG = "@@AB "
-LEGACY_MEASURE = r"""
-import json, sys
-import gemm
-from statistics import median
-from gemm.sweep import derived, problems_from_sizes, sweep
-from gemm.track import POLICY
-job = json.loads(sys.argv[1])
-out = {"package": gemm.__file__, "values": []}
-for kernel, sizes in job["series"].items():
-    res = sweep([kernel], problems_from_sizes(sizes), POLICY)
-    for rec in res["records"]:
-        d = derived(rec)
-        pct = d["pct"]
-        k = (rec.get("kernel_time") or {}).get("samples_s")
-        b = (rec.get("baseline_time") or {}).get("samples_s")
-        if pct is not None and k and b:  # today's formula: the median of paired sample ratios
-            pct = median([100.0 * y / x for x, y in zip(k, b)])
-        out["values"].append({"kernel": kernel, "size": rec["size"], "status": rec.get("status"),
-                              "tflops": d["tflops"], "pct": pct,
-                              "error": (rec.get("error") or "")[-300:]})
-print("@@AB " + json.dumps(out), flush=True)
-"""
-LEGACY_KEYS = {"tflops": "tflops", "pct_of_cublas": "pct"}
+METRICS = ("tflops", "pct_of_cublas")
 
 
 class ABError(RuntimeError):
@@ -108,18 +84,6 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
 
 
-_ENTRY: dict = {}
-
-
-def has_entry_point(tree: Path) -> bool:
-    """Does this tree's code have `gemm measure`? Asked once per tree (a process start each
-    time it was asked, every arm of every round)."""
-    tree = Path(tree).resolve()
-    if tree not in _ENTRY:
-        _ENTRY[tree] = _run(tree, ["-m", "gemm", "measure", "--help"], 120).returncode == 0
-    return _ENTRY[tree]
-
-
 _CONFIRM: dict = {}
 _TASKS: dict = {}
 
@@ -149,18 +113,17 @@ def has_tasks(tree: Path) -> bool:
     return _source_has(_TASKS, tree, "gemm/cli/main.py", '"--task"')
 
 
-def _values(got: dict, tree: Path, legacy: bool) -> dict:
+def _values(got: dict, tree: Path) -> dict:
     # `python -m gemm` run in the tree imports the tree's gemm (the working directory comes
-    # first on sys.path); where the document names its package (all but 6c81ecd's do), check it
+    # first on sys.path); where the document names its package, check it
     pkg = Path(got["package"]).resolve() if got.get("package") else None
     if pkg is not None and tree not in pkg.parents:
         raise ABError(f"the measurement imported gemm from {pkg}, not from {tree}")
     out = {}
     for v in got["values"]:
         ok = v["status"] == "ok"
-        for key, legacy_key in LEGACY_KEYS.items():
-            val = v.get(legacy_key) if legacy else (v.get("metrics") or {}).get(key)
-            out[(v["kernel"], v["size"], key)] = val if ok else None
+        for key in METRICS:
+            out[(v["kernel"], v["size"], key)] = (v.get("metrics") or {}).get(key) if ok else None
     return out
 
 
@@ -216,69 +179,44 @@ def placements(doc: dict) -> dict:
 
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None, tasks: bool | None = None,
-            walls: dict | None = None) -> dict:
+            sets: dict | None = None, walls: dict | None = None) -> dict:
     """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
-    One `gemm measure` process for all of it where the tree's takes `--task` (the pairs in
-    series order: kernel by kernel, each's sizes in turn; as `--kernel`s x `--sizes` run them
-    when the kernels share their sizes), else one per group of kernels with the same sizes
-    (its kernels in one worker process there from 85c2a17 on, each in its own before); `env`
-    adds variables (gemm calibrate's fault injection); `device`, if given, is filled with the
-    measuring GPU's description, and `sets` with the kernels' per-placement medians
-    (`placements`). `tasks` False measures per group even where the tree has --task (an
-    A/B whose other trees lack it measures every arm alike: gemm.track.confirm). `walls`, if
-    given, gets each (kernel, size)'s seconds (its records' checking and timing) and, under
-    None, the processes' other seconds (their start-up): what gemm.track.plan learns from."""
+    One `gemm measure --task` process for all of it (the pairs in series order: kernel by
+    kernel, each's sizes in turn); `env` adds variables (gemm calibrate's fault injection);
+    `device`, if given, is filled with the measuring GPU's description, and `sets` with the
+    kernels' per-placement medians (`placements`). `walls`, if given, gets each (kernel,
+    size)'s seconds (its records' checking and timing) and, under None, the process's other
+    seconds (its start-up): what gemm.track.plan learns from."""
     tree = Path(tree).resolve()
-    if not has_entry_point(tree):
-        t0 = time.monotonic()
-        out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
-        if walls is not None:
-            walls[None] = walls.get(None, 0.0) + time.monotonic() - t0
-        lines = [ln for ln in out.stdout.splitlines() if ln.startswith(LEGACY_TAG)]
-        if out.returncode != 0 or not lines:
-            raise ABError(f"measuring with the code of {tree.name} failed (exit {out.returncode}): "
-                          f"{out.stderr.strip()[-400:]}")
-        return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
-    values = {}
-    if tasks is not False and has_tasks(tree):
-        pairs = []
-        for kernel, sizes in series.items():
-            for size in sizes:
-                pairs += ["--task", f"{kernel}@{size}"]
-        runs = [(list(series), pairs)]
-    else:
-        groups: dict[tuple, list[str]] = {}
-        for kernel, sizes in series.items():
-            groups.setdefault(tuple(sizes), []).append(kernel)
-        runs = [(kernels, [*[x for k in kernels for x in ("--kernel", k)], "--sizes", *sizes])
-                for sizes, kernels in groups.items()]
+    if not has_tasks(tree):
+        raise ABError(f"the code of {tree.name} predates `gemm measure --task` and cannot be "
+                      f"an arm of the A/B")
+    pairs = [x for kernel, sizes in series.items() for size in sizes
+             for x in ("--task", f"{kernel}@{size}")]
+    what = ", ".join(series)
     with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
-        for i, (kernels, what_args) in enumerate(runs):
-            path = Path(tmp) / f"measure-{i}.json"
-            what = ", ".join(kernels)
-            t0 = time.monotonic()
-            out = _run(tree, ["-m", "gemm", "measure", *what_args, *policy_args(tree),
-                              "--json", str(path)], timeout, env)
-            took = time.monotonic() - t0
-            try:
-                doc = json.loads(path.read_text())
-                got = _values(doc, tree, legacy=False)
-                if device is not None and doc.get("device"):
-                    device.update(doc["device"])
-                if sets is not None:
-                    sets.update(placements(doc))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ABError(f"measuring {what} with the code of {tree.name} failed "
-                              f"(exit {out.returncode}, {type(exc).__name__}): "
-                              f"{out.stderr.strip()[-400:]}") from None
-            if walls is not None:
-                _walls(doc, series, took, walls)
-            for kernel in kernels:
-                if not any(k[0] == kernel for k in got):
-                    raise ABError(f"the code of {tree.name} reported nothing for {kernel} "
-                                  f"(measuring {what}): {out.stderr.strip()[-300:]}")
-            values.update(got)
+        path = Path(tmp) / "measure.json"
+        t0 = time.monotonic()
+        out = _run(tree, ["-m", "gemm", "measure", *pairs, *policy_args(tree),
+                          "--json", str(path)], timeout, env)
+        took = time.monotonic() - t0
+        try:
+            doc = json.loads(path.read_text())
+            values = _values(doc, tree)
+            if device is not None and doc.get("device"):
+                device.update(doc["device"])
+            if sets is not None:
+                sets.update(placements(doc))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ABError(f"measuring {what} with the code of {tree.name} failed "
+                          f"(exit {out.returncode}, {type(exc).__name__}): "
+                          f"{out.stderr.strip()[-400:]}") from None
+    if walls is not None:
+        _walls(doc, series, took, walls)
+    for kernel in series:
+        if not any(k[0] == kernel for k in values):
+            raise ABError(f"the code of {tree.name} reported nothing for {kernel} "
+                          f"(measuring {what}): {out.stderr.strip()[-300:]}")
     return values
 
 

@@ -127,7 +127,7 @@ class ABRun:
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
             walls: dict = {}
-            got = abtest.measure(self.tree[sha], what, tasks=alike, walls=walls)
+            got = abtest.measure(self.tree[sha], what, walls=walls)
             self.costs.learn(sha, walls)
             for key, v in got.items():
                 d = self.values.setdefault((arm, key), {})
