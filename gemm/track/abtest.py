@@ -1,22 +1,12 @@
 """A/B on this machine: the new commit's code against reference commits' code, in turns.
 
-Recorded history mixes machines: two lent H200s of the same name and asv machine can differ by
-~2 % on one kernel. Re-measuring only the new code then confirms a machine shift as if it were a
-regression. So the gate measures both sides here and now: each commit is checked out into its
-own git worktree (its package, kernels and measurement policy), and the arms are run in
-palindromic rounds, A B B A (with two references R1 R2 N N R2 R1), so that a linear drift in
-clocks or temperature falls on every arm alike, each arm in its own processes. What is
-compared is code against code on one GPU; gemm.track.confirm decides with
-gemm.track.decision.
-
-Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
-(document schema gemm.measure/1: "values" -> "metrics" by metric key), one process an arm
-(`--task KERNEL@SIZE`); a tree whose `gemm measure` lacks --task cannot be an arm. Each arm
-measures under its tree's CONFIRM policy (`gemm measure --policy confirm`, more samples per
-process than the per-commit record), which the calibration was made under; a tree from before
-CONFIRM existed (2026-11-30) has only its suite policy and is measured under that. Two trees
-whose CONFIRM differ (across 8a5f5c3, which spread it over 5 operand sets) compare their
-policies as well as their code; the anchor is kept at a commit with the current one.
+Two lent H200s of the same name can differ by ~2 % on a kernel, so re-measuring only the new
+code would confirm a machine shift as a regression. Each commit is checked out in its own git
+worktree and measured through its own `python -m gemm measure --task K@S... --json F` (schema
+gemm.measure/1), one process per arm, in palindromic rounds (R1 R2 N N R2 R1) so that a linear
+drift falls on every arm alike. An arm measures under its tree's CONFIRM policy (what the
+calibration was made under), or its suite policy where it has none. gemm.track.confirm
+decides.
 """
 from __future__ import annotations
 
@@ -101,21 +91,18 @@ def _source_has(cache: dict, tree: Path, relpath: str, needle: str) -> bool:
 
 
 def policy_args(tree: Path) -> list[str]:
-    """`gemm measure`'s policy arguments for this tree: its CONFIRM policy where it has one
-    (read from its source), else none (its suite policy)."""
+    """`--policy confirm` where the tree's source has CONFIRM, else nothing (its suite policy)."""
     return (["--policy", "confirm"]
             if _source_has(_CONFIRM, tree, "gemm/core/policy.py", "\nCONFIRM = ") else [])
 
 
 def has_tasks(tree: Path) -> bool:
-    """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (exact pairs, so one process
-    measures an arm whatever sizes its kernels have)? Read from its source."""
+    """Does this tree's `gemm measure` take `--task KERNEL@SIZE`? Read from its source."""
     return _source_has(_TASKS, tree, "gemm/cli/main.py", '"--task"')
 
 
 def _values(got: dict, tree: Path) -> dict:
-    # `python -m gemm` run in the tree imports the tree's gemm (the working directory comes
-    # first on sys.path); where the document names its package, check it
+    # the tree's own gemm must have measured (where the document names its package)
     pkg = Path(got["package"]).resolve() if got.get("package") else None
     if pkg is not None and tree not in pkg.parents:
         raise ABError(f"the measurement imported gemm from {pkg}, not from {tree}")
@@ -135,9 +122,8 @@ def _seconds(v) -> float:
 
 
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
-    """Add a measuring process's seconds to `walls` (measure's): per asked-for target, its
-    records' opening, checking and timing; the rest (start-up) under None. Bookkeeping only:
-    a document it cannot read counts all of `took` as start-up, and never fails the arm."""
+    """Add a process's seconds to `walls`: per asked-for target its records' open, check and
+    time seconds, the rest (start-up) under None. Unreadable entries count as start-up."""
     spent, per = 0.0, {}
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
         if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
@@ -154,8 +140,7 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
 
 
 def series_of(pairs) -> dict[str, list[str]]:
-    """{kernel: [sizes]} of (kernel, size) pairs, in their order, each size once: what
-    `measure` takes."""
+    """{kernel: [sizes]} of (kernel, size) pairs, in order, each size once."""
     out: dict[str, list[str]] = {}
     for kernel, size in pairs:
         sizes = out.setdefault(kernel, [])
@@ -165,10 +150,8 @@ def series_of(pairs) -> dict[str, list[str]]:
 
 
 def placements(doc: dict) -> dict:
-    """{(kernel, size): [the kernel's median time (s) on each operand placement]} of a
-    gemm.measure/1 document whose records say (Measurement.per_set, CONFIRM's 5 placements;
-    documents from before per_set existed give {}): whether a slow process was slow on every
-    placement or on a few."""
+    """{(kernel, size): [the kernel's median s per operand placement]} from the records'
+    per_set ({} where they have none): was a slow process slow on every placement or a few?"""
     out = {}
     for r in doc.get("records") or []:
         sets = (r.get("kernel_time") or {}).get("per_set") or []
@@ -180,13 +163,10 @@ def placements(doc: dict) -> dict:
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None,
             sets: dict | None = None, walls: dict | None = None) -> dict:
-    """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
-    One `gemm measure --task` process for all of it (the pairs in series order: kernel by
-    kernel, each's sizes in turn); `env` adds variables (gemm calibrate's fault injection);
-    `device`, if given, is filled with the measuring GPU's description, and `sets` with the
-    kernels' per-placement medians (`placements`). `walls`, if given, gets each (kernel,
-    size)'s seconds (its records' checking and timing) and, under None, the process's other
-    seconds (its start-up): what gemm.track.plan learns from."""
+    """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
+    in `tree`, in one `gemm measure --task` process. `env`: extra variables (fault injection);
+    `device` / `sets` / `walls`, if given, are filled with the GPU's description, the
+    per-placement medians (`placements`) and the seconds (`_walls`, for gemm.track.plan)."""
     tree = Path(tree).resolve()
     if not has_tasks(tree):
         raise ABError(f"the code of {tree.name} predates `gemm measure --task` and cannot be "
@@ -240,11 +220,9 @@ def palindrome(references: list[str], new: str) -> list[tuple[str, str]]:
 
 def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: int = 1,
         log=print) -> dict:
-    """`rounds` A B B A rounds of `series` with both commits' code (one reference).
-
-    Returns {(kernel, size, metric): {"reference": [values], "new": [values]}} (None where a
-    measurement failed). Raises ABError if either commit cannot be checked out or measured.
-    """
+    """`rounds` A B B A rounds of `series` with both commits' code: {(kernel, size, metric):
+    {"reference": [values], "new": [values]}} (None where a measurement failed); ABError if
+    either commit cannot be checked out or measured."""
     got: dict = {}
     with trees(repo, [reference, new]) as tree:
         what = "; ".join(f"{k} at {', '.join(s)}" for k, s in series.items())
