@@ -2,7 +2,9 @@
 each commit's `python -m gemm measure` reports numbers fixed (or scripted) in that commit.
 
 ARGS: the argument handling every stand-in `gemm/__main__.py` starts with (the entry point's
-contract: `measure [--kernel K]... --sizes S... --json FILE`, `--help` answers 0).
+contract: `measure --task KERNEL@SIZE... --json FILE`, `--help` answers 0): `pairs` the
+(kernel, size) asked for, `kernels` their kernels in order. commit_package gives each commit a
+gemm/cli/main.py that declares "--task", which is how the A/B tells its `gemm measure` takes it.
 """
 import subprocess
 
@@ -12,9 +14,9 @@ if args[:1] != ["measure"]:
     sys.exit(2)
 if "--help" in args:
     sys.exit(0)
-kernels = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
+pairs = [tuple(args[i + 1].split("@")) for i, a in enumerate(args) if a == "--task"]
+kernels = list(dict.fromkeys(k for k, _ in pairs))
 kernel = kernels[0]
-sizes = args[args.index("--sizes") + 1:args.index("--json")]
 '''
 
 
@@ -30,7 +32,12 @@ def new_repo(path):
 
 
 def commit_package(repo, msg: str) -> str:
-    """Commit what is in repo/gemm now; returns the commit's sha."""
+    """Commit what is in repo/gemm now (with a gemm/cli/main.py declaring --task, if it has
+    none); returns the commit's sha."""
+    cli = repo / "gemm" / "cli" / "main.py"
+    if not cli.exists():
+        cli.parent.mkdir(parents=True, exist_ok=True)
+        cli.write_text('measure.add_argument("--task", action="append")\n')
     git(repo, "add", "-A", "gemm")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
     return git(repo, "rev-parse", "HEAD")

@@ -1,9 +1,9 @@
 """The gate's A/B confirmation, on the CPU: real git worktrees and real subprocesses, each
 commit carrying a stand-in `gemm` package whose 'measurement' is a number fixed in that commit.
 This checks the plumbing the GPU run relies on: the right code is checked out and measured
-through its own entry point (`python -m gemm measure`, or the legacy names for commits from
-before it), both sides are measured in turns, and the gate judges code against code, so a
-machine shift is dismissed and a code regression is not."""
+through its own entry point (`python -m gemm measure --task`), both sides are measured in
+turns, and the gate judges code against code, so a machine shift is dismissed and a code
+regression is not."""
 import json
 import textwrap
 from pathlib import Path
@@ -26,36 +26,16 @@ doc = {{"schema": "gemm.measure/1",
         "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
         "values": [{{"kernel": kernel, "size": s, "status": "ok", "error": "",
                     "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}}
-                   for kernel in kernels for s in sizes]}}
+                   for kernel, s in pairs]}}
 open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
 '''
 
-LEGACY_SWEEP = '''
-from types import SimpleNamespace
-TFLOPS = {tflops}
-def problems_from_sizes(sizes):
-    return [SimpleNamespace(label=str(s)) for s in sizes]
-def sweep(kernels, problems, policy=None, **kw):
-    with open("calls.log", "a") as f:
-        f.write(" ".join(kernels) + "\\n")
-    return {{"records": [{{"kernel": k, "size": p.label, "status": "ok"}}
-                         for k in kernels for p in problems]}}
-def derived(rec):
-    return {{"tflops": TFLOPS, "pct": 2 * TFLOPS}}
-'''
-
-
-def commit_stub(repo, tflops, msg, legacy=False):
-    """A commit whose `gemm` measures `tflops`: through `python -m gemm measure`, or (legacy)
-    through the gemm.sweep / gemm.track names the commits before that entry point had."""
+def commit_stub(repo, tflops, msg):
+    """A commit whose `gemm` measures `tflops` through `python -m gemm measure`."""
     pkg = repo / "gemm"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    if legacy:
-        (pkg / "track.py").write_text("POLICY = None\n")
-        (pkg / "sweep.py").write_text(textwrap.dedent(LEGACY_SWEEP.format(tflops=tflops)))
-    else:
-        (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops)))
+    (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops)))
     return commit_package(repo, msg)
 
 
@@ -76,13 +56,13 @@ def test_run_measures_each_commits_own_code_in_turns(stub_repo):
     assert "gemm-ab-" not in git(stub_repo, "worktree", "list")  # worktrees removed
 
 
-def test_a_commit_from_before_the_entry_point_is_measured_by_its_old_names(stub_repo):
-    a = commit_stub(stub_repo, 30.0, "a", legacy=True)
+def test_a_commit_whose_gemm_measure_lacks_task_cannot_be_an_arm(stub_repo):
+    a = commit_stub(stub_repo, 30.0, "a")
+    (stub_repo / "gemm" / "cli" / "main.py").write_text('measure.add_argument("--sizes")\n')
     b = commit_stub(stub_repo, 27.0, "b")
-    (stub_repo / "gemm" / "sweep.py").unlink()
-    got = abtest.run(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
-    assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0] * 2, "new": [27.0] * 2}
-    assert got[("05_2d", "4096", "pct_of_cublas")] == {"reference": [60.0] * 2, "new": [54.0] * 2}
+    with pytest.raises(abtest.ABError, match=f"the code of {b[:10]} predates `gemm measure "
+                                             "--task` and cannot be an arm of the A/B"):
+        abtest.run(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
 
 
 def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
@@ -190,7 +170,7 @@ def test_the_real_measure_document_is_what_the_ab_reads(monkeypatch, tmp_path):
     doc = json.loads(json.dumps(sw.sweep(["05_2d_blocktiling"], [Problem.square(4096)])))
     assert doc["schema"] == "gemm.measure/1"
     tree = Path(sw.__file__).resolve().parents[2]
-    got = abtest._values(doc, tree, legacy=False)
+    got = abtest._values(doc, tree)
     assert got[("05_2d_blocktiling", "4096", "tflops")] == pytest.approx(30.0)
     assert got[("05_2d_blocktiling", "4096", "pct_of_cublas")] == pytest.approx(60.0)
 
@@ -206,7 +186,7 @@ def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stu
     b = git(stub_repo, "rev-parse", "HEAD")
     with pytest.raises(abtest.ABError, match="measuring good, bad with the code"):
         abtest.run(stub_repo, a, b, {"good": ["512"], "bad": ["512"]}, rounds=1,
-                   log=lambda s: None)   # one process for kernels of the same sizes
+                   log=lambda s: None)   # one process an arm
 
 
 def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
@@ -219,26 +199,13 @@ def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
                                                            ("05", "4096", "tflops"): "DROP"}
 
 
-def test_kernels_of_the_same_sizes_share_one_process(stub_repo):
+def test_an_arm_is_one_process(stub_repo):
     a = commit_stub(stub_repo, 30.0, "a")
     with abtest.checkout(stub_repo, a) as tree:
         got = abtest.measure(tree, {"k1": ["512"], "k2": ["512"], "k3": ["1024"]})
         calls = (tree / "calls.log").read_text().splitlines()
-    assert calls == ["k1 k2", "k3"]
-    assert {k[0] for k in got} == {"k1", "k2", "k3"}
-
-
-def test_a_tree_is_asked_once_whether_it_has_gemm_measure(tmp_path, monkeypatch):
-    from gemm.track import abtest
-    calls = []
-
-    class Done:
-        returncode = 0
-    monkeypatch.setattr(abtest, "_run", lambda tree, args, timeout, env=None: calls.append(args) or Done())
-    monkeypatch.setattr(abtest, "_ENTRY", {})
-    for _ in range(3):
-        assert abtest.has_entry_point(tmp_path)
-    assert len(calls) == 1
+    assert calls == ["k1 k2 k3"]
+    assert {k[:2] for k in got} == {("k1", "512"), ("k2", "512"), ("k3", "1024")}
 
 
 def test_an_arm_measures_under_its_trees_confirm_policy_where_it_has_one(tmp_path, monkeypatch):
@@ -261,17 +228,18 @@ def test_an_arm_measures_under_its_trees_confirm_policy_where_it_has_one(tmp_pat
             {"kernel": "k", "size": "512", "status": "ok", "metrics": {"tflops": 1.0}}]}))
         return SimpleNamespace(returncode=0, stderr="")
     monkeypatch.setattr(abtest, "_run", fake_run)
-    monkeypatch.setattr(abtest, "has_entry_point", lambda tree: True)
+    monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
     abtest.measure(new, {"k": ["512"]})
     abtest.measure(old, {"k": ["512"]})
     assert seen[0][seen[0].index("--policy") + 1] == "confirm"
     assert "--policy" not in seen[1]
 
 
-def test_an_arm_is_one_process_where_the_trees_measure_takes_tasks(tmp_path, monkeypatch):
+def test_an_arm_is_one_process_of_task_pairs_and_a_tree_without_task_is_refused(
+        tmp_path, monkeypatch):
     """A tree whose `gemm measure` takes --task measures the whole arm in one process (its
-    pairs in series order), whatever sizes the kernels have; a tree from before it, one
-    process per group of kernels with the same sizes."""
+    pairs in series order), whatever sizes the kernels have; a tree without it is an ABError,
+    and no process is started for it."""
     new, old = tmp_path / "new", tmp_path / "old"
     for tree, text in ((new, 'me.add_argument("--task", action="append")\n'), (old, "")):
         (tree / "gemm" / "cli").mkdir(parents=True)
@@ -282,50 +250,22 @@ def test_an_arm_is_one_process_where_the_trees_measure_takes_tasks(tmp_path, mon
 
     def fake_run(tree, args, timeout, env=None):
         seen.append((Path(tree).name, args))
-        if "--task" in args:
-            pairs = [args[i + 1].split("@") for i, a in enumerate(args) if a == "--task"]
-        else:
-            ks = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
-            sizes = args[args.index("--sizes") + 1:args.index("--json")]
-            pairs = [(k, s) for k in ks for s in sizes]
+        pairs = [args[i + 1].split("@") for i, a in enumerate(args) if a == "--task"]
         path = args[args.index("--json") + 1]
         Path(path).write_text(json.dumps({"values": [
             {"kernel": k, "size": s, "status": "ok", "metrics": {"tflops": 1.0}}
             for k, s in pairs]}))
         return SimpleNamespace(returncode=0, stderr="")
     monkeypatch.setattr(abtest, "_run", fake_run)
-    monkeypatch.setattr(abtest, "has_entry_point", lambda tree: True)
     series = {"k1": ["8192"], "k2": ["2048", "8192"], "k3": ["8192"]}
-    got_new, got_old = abtest.measure(new, series), abtest.measure(old, series)
-    assert got_new == got_old
-    assert {k[:2] for k in got_new} == {("k1", "8192"), ("k2", "2048"), ("k2", "8192"),
-                                        ("k3", "8192")}
-    calls = {name: [a for _, a in seen if _ == name] for name in ("new", "old")}
-    assert len(calls["new"]) == 1
-    args = calls["new"][0]
+    got = abtest.measure(new, series)
+    assert {k[:2] for k in got} == {("k1", "8192"), ("k2", "2048"), ("k2", "8192"),
+                                    ("k3", "8192")}
+    assert len(seen) == 1
+    args = seen[0][1]
     assert [args[i + 1] for i, a in enumerate(args) if a == "--task"] == [
         "k1@8192", "k2@2048", "k2@8192", "k3@8192"]
     assert "--kernel" not in args and "--sizes" not in args
-    assert len(calls["old"]) == 2      # (8192): k1, k3; (2048, 8192): k2
-
-
-def test_an_arm_is_measured_per_group_when_told_so(tmp_path, monkeypatch):
-    """tasks=False (an A/B with a tree that lacks --task): every arm per group, alike."""
-    new = tmp_path / "new"
-    (new / "gemm" / "cli").mkdir(parents=True)
-    (new / "gemm" / "cli" / "main.py").write_text('me.add_argument("--task")\n')
-    monkeypatch.setattr(abtest, "_TASKS", {})
-    seen = []
-
-    def fake_run(tree, args, timeout, env=None):
-        seen.append(args)
-        ks = [args[i + 1] for i, a in enumerate(args) if a == "--kernel"]
-        sizes = args[args.index("--sizes") + 1:args.index("--json")]
-        Path(args[args.index("--json") + 1]).write_text(json.dumps({"values": [
-            {"kernel": k, "size": s, "status": "ok", "metrics": {"tflops": 1.0}}
-            for k in ks for s in sizes]}))
-        return SimpleNamespace(returncode=0, stderr="")
-    monkeypatch.setattr(abtest, "_run", fake_run)
-    monkeypatch.setattr(abtest, "has_entry_point", lambda tree: True)
-    abtest.measure(new, {"k1": ["8192"], "k2": ["2048"]}, tasks=False)
-    assert len(seen) == 2 and all("--task" not in a for a in seen)
+    with pytest.raises(abtest.ABError, match="the code of old predates `gemm measure --task`"):
+        abtest.measure(old, series)
+    assert len(seen) == 1

@@ -36,7 +36,7 @@ if cfg.get("flip") and n % 4 >= 2:         # a GPU that keeps changing: 2 proces
 if n >= cfg.get("break_at", 1e9):         # the code stops measuring (an A/B that breaks off)
     sys.exit(5)
 values = [{"kernel": k, "size": s, "status": "ok", "error": "",
-           "metrics": {"tflops": v, "pct_of_cublas": 2 * v}} for k in kernels for s in sizes]
+           "metrics": {"tflops": v, "pct_of_cublas": 2 * v}} for k, s in pairs]
 doc = {"schema": "gemm.measure/1", "device": {"name": "NVIDIA H200"},
        "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
        "values": values}

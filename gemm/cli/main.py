@@ -20,9 +20,6 @@ from .common import UsageError
 from .record import _bench_regex, fault_injection_in  # noqa: F401  (imported from here too)
 from .show import _time_split  # noqa: F401  (imported from here too)
 
-# gemm.track.abtest.has_tasks reads this file (not measure.py) for the string "--task" to learn
-# whether a tree's `gemm measure` takes --task KERNEL@SIZE, which the A/B's one process per arm
-# needs: it does ("--task" in measure.py); keep this line until has_tasks reads measure.py
 
 # (command, its module, its one line in `gemm --help`), in the order the help lists them
 COMMANDS = (

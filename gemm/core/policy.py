@@ -1,25 +1,17 @@
 """The measurement policy, as data: warm-up, batches, the stop rule, the clock floor.
 
-Modelled on NVBench; gemm.measure.timer applies it with CUDA events. `hot` (default, as in
-the seed's table): each sample is one event pair around a batch of back-to-back launches sized
-to about `sample_s` of GPU time, replayed from a CUDA graph captured once (`batching`), so host
-launch overhead, launch gaps and event resolution vanish; the sample is batch time / batch
-size. `cold`: each sample is one launch after a memset that evicts the L2 (2x its size).
-Functions are sampled in turn (kernel, cuBLAS, kernel, ...) so slow drifts hit both alike. A
-function stops once it has `min_samples` samples and `min_time_s` of GPU time and the samples'
-robust relative spread is under `max_noise`, or at `max_time_s` (with at least
-`min_samples_capped`). With `allocations` > 1 a problem is timed on that many operand sets
-in turn, each freshly allocated while the earlier ones are held (so each lands elsewhere in
-device memory), each under the whole stop rule; the samples are pooled (kernel and baseline
-paired within an operand set). Where the placement of the operands moves a kernel's speed
-(07 at 2048: about 0.6 % slower on 10-20 % of placements, docs/probes/), one placement per
-process makes a heavy-tailed process-to-process spread; the pooled median of several is
-slow only when most of them are. The SM clock is read through NVML after every sample; samples under
-`throttle_fraction` of the maximum clock are dropped as throttled (and counted). Timed operands
-come from `timing_seed`. Every field is part of the benchmark version (gemm.core.metrics),
-except one added later while it holds the value that measures as before (NEUTRAL). Two
-policies: SUITE, what the per-commit record measures, and CONFIRM, what the gate's A/B and the
-calibration measure (another stop rule, and several operand sets per problem).
+Modelled on NVBench; gemm.measure.timer applies it with CUDA events. `hot` (default): a sample
+is one event pair around a batch of back-to-back launches of about `sample_s`, replayed from a
+CUDA graph (`batching`), so launch overhead and event resolution vanish. `cold`: one launch
+after a memset that evicts the L2. Functions are sampled in turn (kernel, cuBLAS, ...) so
+drifts hit both alike. A function stops at `min_samples` samples and `min_time_s` with a
+robust spread under `max_noise`, or at `max_time_s` (at least `min_samples_capped`). With
+`allocations` > 1 a problem is timed on that many operand sets, each freshly allocated while
+the others are held, each under the whole stop rule, samples pooled (kernel and baseline paired
+within a set): where a placement slows a kernel, the pooled median is slow only when most sets
+are. Samples under `throttle_fraction` of the maximum SM clock (NVML) are dropped. Every field
+is part of the benchmark version (gemm.core.metrics), except one added later while it holds
+its NEUTRAL value. SUITE: the per-commit record; CONFIRM: the gate's A/B and calibration.
 """
 from __future__ import annotations
 
@@ -112,24 +104,14 @@ def batch_size(p: Policy, launch_s: float) -> int:
     return max(1, min(p.max_batch, math.ceil(p.sample_s / launch_s)))
 
 
-# The per-commit record (the history, the gate's screen): short. Until 2026-11-30 its stop
-# rule was 0.3 s of GPU time per function, up to 100 samples and 3 s, after a 0.05 s warm-up;
-# replayed over 5cb7a6d's recorded samples (ci/probes/policy_sim.py) this rule spends 69 s of
-# GPU time on the suite instead of 158 s, which the 3-minute per-commit job needs. A process's
-# value moves between processes mostly by its own offset (0.1-0.2 %), which more samples do
-# not shrink, so the screen loses little. New policy, new benchmark versions: series restart.
+# The per-commit record (the history, the gate's screen): short, to fit the per-commit job.
+# A process's value moves mostly by its own offset (0.1-0.2 %), which more samples do not
+# shrink. Changing it changes the benchmark versions: series restart.
 SUITE = Policy()
-# The gate's A/B and `gemm calibrate` (gemm.track): the same measurement, more of it per
-# process. Where one launch is long (8192: ~26 ms, one launch per sample) the record's 10
-# samples leave the median's own sampling error as the A/B's main noise: at least 30 samples
-# (b570c37's CONFIRM) cut 07@8192's A/A sd from 0.23 % to 0.16 %. That A/A also showed 07@2048
-# bimodal (6 of 29 processes ~0.65 % slow), and the probe of 6a40224 (docs/probes/) found the
-# slow state per operand placement, not per process, and not made by timing cuBLAS in turn.
-# So the 30 samples are spread over 5 placements (each at least 6 samples and 0.05 s): a
-# process is slow there only when 3 of its 5 placements are. The calibration is made under
-# this policy. (The trials at c79c015 found whole processes slow on all 5 placements as well,
-# about 1 in 8 at 07@2048: docs/probes/h200-c79c015-trials-1-3.txt. Pooling placements does
-# not remove that state.)
+# The gate's A/B and `gemm calibrate`: the same measurement, more per process (at long
+# launches 10 samples leave the median's sampling error as the main noise), spread over 5
+# operand placements (a placement can slow a kernel; a process is then slow only when 3 of
+# its 5 are). The calibration is made under this policy.
 CONFIRM = replace(SUITE, allocations=5, min_samples=6, min_time_s=0.05, max_samples=20,
                   max_time_s=0.6)
 POLICIES = {"suite": SUITE, "confirm": CONFIRM}

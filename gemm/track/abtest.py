@@ -1,23 +1,12 @@
 """A/B on this machine: the new commit's code against reference commits' code, in turns.
 
-Recorded history mixes machines: two lent H200s of the same name and asv machine can differ by
-~2 % on one kernel. Re-measuring only the new code then confirms a machine shift as if it were a
-regression. So the gate measures both sides here and now: each commit is checked out into its
-own git worktree (its package, kernels and measurement policy), and the arms are run in
-palindromic rounds, A B B A (with two references R1 R2 N N R2 R1), so that a linear drift in
-clocks or temperature falls on every arm alike, each arm in its own processes. What is
-compared is code against code on one GPU; gemm.track.confirm decides with
-gemm.track.decision.
-
-Each tree is measured through its own stable entry point, `python -m gemm measure --json F`
-(document schema gemm.measure/1: "values" -> "metrics" by metric key). Commits from before that
-entry point existed are measured with LEGACY_MEASURE, which uses the names those commits had
-(and computes % of cuBLAS from their samples with today's paired formula). Each arm measures
-under its tree's CONFIRM policy (`gemm measure --policy confirm`, more samples per process than
-the per-commit record), which the calibration was made under; a tree from before CONFIRM
-existed (2026-11-30) has only its suite policy and is measured under that. Two trees whose
-CONFIRM differ (across 8a5f5c3, which spread it over 5 operand sets) compare their policies as
-well as their code; the anchor is kept at a commit with the current one.
+Two lent H200s of the same name can differ by ~2 % on a kernel, so re-measuring only the new
+code would confirm a machine shift as a regression. Each commit is checked out in its own git
+worktree and measured through its own `python -m gemm measure --task K@S... --json F` (schema
+gemm.measure/1), one process per arm, in palindromic rounds (R1 R2 N N R2 R1) so that a linear
+drift falls on every arm alike. An arm measures under its tree's CONFIRM policy (what the
+calibration was made under), or its suite policy where it has none. gemm.track.confirm
+decides.
 """
 from __future__ import annotations
 
@@ -32,30 +21,7 @@ import time
 from pathlib import Path
 
 TIMEOUT_S = 900
-LEGACY_TAG = "@@AB "
-LEGACY_MEASURE = r"""
-import json, sys
-import gemm
-from statistics import median
-from gemm.sweep import derived, problems_from_sizes, sweep
-from gemm.track import POLICY
-job = json.loads(sys.argv[1])
-out = {"package": gemm.__file__, "values": []}
-for kernel, sizes in job["series"].items():
-    res = sweep([kernel], problems_from_sizes(sizes), POLICY)
-    for rec in res["records"]:
-        d = derived(rec)
-        pct = d["pct"]
-        k = (rec.get("kernel_time") or {}).get("samples_s")
-        b = (rec.get("baseline_time") or {}).get("samples_s")
-        if pct is not None and k and b:  # today's formula: the median of paired sample ratios
-            pct = median([100.0 * y / x for x, y in zip(k, b)])
-        out["values"].append({"kernel": kernel, "size": rec["size"], "status": rec.get("status"),
-                              "tflops": d["tflops"], "pct": pct,
-                              "error": (rec.get("error") or "")[-300:]})
-print("@@AB " + json.dumps(out), flush=True)
-"""
-LEGACY_KEYS = {"tflops": "tflops", "pct_of_cublas": "pct"}
+METRICS = ("tflops", "pct_of_cublas")
 
 
 class ABError(RuntimeError):
@@ -108,20 +74,9 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
 
 
-_ENTRY: dict = {}
-
-
-def has_entry_point(tree: Path) -> bool:
-    """Does this tree's code have `gemm measure`? Asked once per tree (a process start each
-    time it was asked, every arm of every round)."""
-    tree = Path(tree).resolve()
-    if tree not in _ENTRY:
-        _ENTRY[tree] = _run(tree, ["-m", "gemm", "measure", "--help"], 120).returncode == 0
-    return _ENTRY[tree]
-
-
 _CONFIRM: dict = {}
 _TASKS: dict = {}
+_TASKS_MAIN: dict = {}
 
 
 def _source_has(cache: dict, tree: Path, relpath: str, needle: str) -> bool:
@@ -137,30 +92,28 @@ def _source_has(cache: dict, tree: Path, relpath: str, needle: str) -> bool:
 
 
 def policy_args(tree: Path) -> list[str]:
-    """`gemm measure`'s policy arguments for this tree: its CONFIRM policy where it has one
-    (read from its source), else none (its suite policy)."""
+    """`--policy confirm` where the tree's source has CONFIRM, else nothing (its suite policy)."""
     return (["--policy", "confirm"]
             if _source_has(_CONFIRM, tree, "gemm/core/policy.py", "\nCONFIRM = ") else [])
 
 
 def has_tasks(tree: Path) -> bool:
-    """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (exact pairs, so one process
-    measures an arm whatever sizes its kernels have)? Read from its source."""
-    return _source_has(_TASKS, tree, "gemm/cli/main.py", '"--task"')
+    """Does this tree's `gemm measure` take `--task KERNEL@SIZE`? Read from its source (the
+    command's own module, or main.py where the commands shared one)."""
+    return (_source_has(_TASKS, tree, "gemm/cli/measure.py", '"--task"')
+            or _source_has(_TASKS_MAIN, tree, "gemm/cli/main.py", '"--task"'))
 
 
-def _values(got: dict, tree: Path, legacy: bool) -> dict:
-    # `python -m gemm` run in the tree imports the tree's gemm (the working directory comes
-    # first on sys.path); where the document names its package (all but 6c81ecd's do), check it
+def _values(got: dict, tree: Path) -> dict:
+    # the tree's own gemm must have measured (where the document names its package)
     pkg = Path(got["package"]).resolve() if got.get("package") else None
     if pkg is not None and tree not in pkg.parents:
         raise ABError(f"the measurement imported gemm from {pkg}, not from {tree}")
     out = {}
     for v in got["values"]:
         ok = v["status"] == "ok"
-        for key, legacy_key in LEGACY_KEYS.items():
-            val = v.get(legacy_key) if legacy else (v.get("metrics") or {}).get(key)
-            out[(v["kernel"], v["size"], key)] = val if ok else None
+        for key in METRICS:
+            out[(v["kernel"], v["size"], key)] = (v.get("metrics") or {}).get(key) if ok else None
     return out
 
 
@@ -172,9 +125,8 @@ def _seconds(v) -> float:
 
 
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
-    """Add a measuring process's seconds to `walls` (measure's): per asked-for target, its
-    records' opening, checking and timing; the rest (start-up) under None. Bookkeeping only:
-    a document it cannot read counts all of `took` as start-up, and never fails the arm."""
+    """Add a process's seconds to `walls`: per asked-for target its records' open, check and
+    time seconds, the rest (start-up) under None. Unreadable entries count as start-up."""
     spent, per = 0.0, {}
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
         if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
@@ -191,8 +143,7 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
 
 
 def series_of(pairs) -> dict[str, list[str]]:
-    """{kernel: [sizes]} of (kernel, size) pairs, in their order, each size once: what
-    `measure` takes."""
+    """{kernel: [sizes]} of (kernel, size) pairs, in order, each size once."""
     out: dict[str, list[str]] = {}
     for kernel, size in pairs:
         sizes = out.setdefault(kernel, [])
@@ -202,10 +153,8 @@ def series_of(pairs) -> dict[str, list[str]]:
 
 
 def placements(doc: dict) -> dict:
-    """{(kernel, size): [the kernel's median time (s) on each operand placement]} of a
-    gemm.measure/1 document whose records say (Measurement.per_set, CONFIRM's 5 placements;
-    documents from before per_set existed give {}): whether a slow process was slow on every
-    placement or on a few."""
+    """{(kernel, size): [the kernel's median s per operand placement]} from the records'
+    per_set ({} where they have none): was a slow process slow on every placement or a few?"""
     out = {}
     for r in doc.get("records") or []:
         sets = (r.get("kernel_time") or {}).get("per_set") or []
@@ -216,69 +165,41 @@ def placements(doc: dict) -> dict:
 
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None, tasks: bool | None = None,
-            walls: dict | None = None) -> dict:
-    """Run `series` ({kernel: [sizes]}) with the code in `tree`; {(kernel, size, metric): value}.
-    One `gemm measure` process for all of it where the tree's takes `--task` (the pairs in
-    series order: kernel by kernel, each's sizes in turn; as `--kernel`s x `--sizes` run them
-    when the kernels share their sizes), else one per group of kernels with the same sizes
-    (its kernels in one worker process there from 85c2a17 on, each in its own before); `env`
-    adds variables (gemm calibrate's fault injection); `device`, if given, is filled with the
-    measuring GPU's description, and `sets` with the kernels' per-placement medians
-    (`placements`). `tasks` False measures per group even where the tree has --task (an
-    A/B whose other trees lack it measures every arm alike: gemm.track.confirm). `walls`, if
-    given, gets each (kernel, size)'s seconds (its records' checking and timing) and, under
-    None, the processes' other seconds (their start-up): what gemm.track.plan learns from."""
+            sets: dict | None = None, walls: dict | None = None) -> dict:
+    """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
+    in `tree`, in one `gemm measure --task` process. `env`: extra variables (fault injection);
+    `device` / `sets` / `walls`, if given, are filled with the GPU's description, the
+    per-placement medians (`placements`) and the seconds (`_walls`, for gemm.track.plan)."""
     tree = Path(tree).resolve()
-    if not has_entry_point(tree):
-        t0 = time.monotonic()
-        out = _run(tree, ["-c", LEGACY_MEASURE, json.dumps({"series": series})], timeout)
-        if walls is not None:
-            walls[None] = walls.get(None, 0.0) + time.monotonic() - t0
-        lines = [ln for ln in out.stdout.splitlines() if ln.startswith(LEGACY_TAG)]
-        if out.returncode != 0 or not lines:
-            raise ABError(f"measuring with the code of {tree.name} failed (exit {out.returncode}): "
-                          f"{out.stderr.strip()[-400:]}")
-        return _values(json.loads(lines[-1][len(LEGACY_TAG):]), tree, legacy=True)
-    values = {}
-    if tasks is not False and has_tasks(tree):
-        pairs = []
-        for kernel, sizes in series.items():
-            for size in sizes:
-                pairs += ["--task", f"{kernel}@{size}"]
-        runs = [(list(series), pairs)]
-    else:
-        groups: dict[tuple, list[str]] = {}
-        for kernel, sizes in series.items():
-            groups.setdefault(tuple(sizes), []).append(kernel)
-        runs = [(kernels, [*[x for k in kernels for x in ("--kernel", k)], "--sizes", *sizes])
-                for sizes, kernels in groups.items()]
+    if not has_tasks(tree):
+        raise ABError(f"the code of {tree.name} predates `gemm measure --task` and cannot be "
+                      f"an arm of the A/B")
+    pairs = [x for kernel, sizes in series.items() for size in sizes
+             for x in ("--task", f"{kernel}@{size}")]
+    what = ", ".join(series)
     with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
-        for i, (kernels, what_args) in enumerate(runs):
-            path = Path(tmp) / f"measure-{i}.json"
-            what = ", ".join(kernels)
-            t0 = time.monotonic()
-            out = _run(tree, ["-m", "gemm", "measure", *what_args, *policy_args(tree),
-                              "--json", str(path)], timeout, env)
-            took = time.monotonic() - t0
-            try:
-                doc = json.loads(path.read_text())
-                got = _values(doc, tree, legacy=False)
-                if device is not None and doc.get("device"):
-                    device.update(doc["device"])
-                if sets is not None:
-                    sets.update(placements(doc))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ABError(f"measuring {what} with the code of {tree.name} failed "
-                              f"(exit {out.returncode}, {type(exc).__name__}): "
-                              f"{out.stderr.strip()[-400:]}") from None
-            if walls is not None:
-                _walls(doc, series, took, walls)
-            for kernel in kernels:
-                if not any(k[0] == kernel for k in got):
-                    raise ABError(f"the code of {tree.name} reported nothing for {kernel} "
-                                  f"(measuring {what}): {out.stderr.strip()[-300:]}")
-            values.update(got)
+        path = Path(tmp) / "measure.json"
+        t0 = time.monotonic()
+        out = _run(tree, ["-m", "gemm", "measure", *pairs, *policy_args(tree),
+                          "--json", str(path)], timeout, env)
+        took = time.monotonic() - t0
+        try:
+            doc = json.loads(path.read_text())
+            values = _values(doc, tree)
+            if device is not None and doc.get("device"):
+                device.update(doc["device"])
+            if sets is not None:
+                sets.update(placements(doc))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ABError(f"measuring {what} with the code of {tree.name} failed "
+                          f"(exit {out.returncode}, {type(exc).__name__}): "
+                          f"{out.stderr.strip()[-400:]}") from None
+    if walls is not None:
+        _walls(doc, series, took, walls)
+    for kernel in series:
+        if not any(k[0] == kernel for k in values):
+            raise ABError(f"the code of {tree.name} reported nothing for {kernel} "
+                          f"(measuring {what}): {out.stderr.strip()[-300:]}")
     return values
 
 
@@ -302,11 +223,9 @@ def palindrome(references: list[str], new: str) -> list[tuple[str, str]]:
 
 def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: int = 1,
         log=print) -> dict:
-    """`rounds` A B B A rounds of `series` with both commits' code (one reference).
-
-    Returns {(kernel, size, metric): {"reference": [values], "new": [values]}} (None where a
-    measurement failed). Raises ABError if either commit cannot be checked out or measured.
-    """
+    """`rounds` A B B A rounds of `series` with both commits' code: {(kernel, size, metric):
+    {"reference": [values], "new": [values]}} (None where a measurement failed); ABError if
+    either commit cannot be checked out or measured."""
     got: dict = {}
     with trees(repo, [reference, new]) as tree:
         what = "; ".join(f"{k} at {', '.join(s)}" for k, s in series.items())

@@ -1,19 +1,14 @@
 """Drift: the anchor commit every commit is also compared with, and where a series stepped.
 
-The recent history moves with the code: five commits that each cost a kernel 0.5 % pass a
-screen against the last few runs one by one. So the gate also compares each commit with an
-anchor, a commit whose speed was accepted: named with `gemm regress --anchor REV`, else the
-newest tag matching ANCHOR_TAGS (`git tag perf-anchor-2026-11-30 <sha>`), else the commit in
-the committed file ANCHOR_FILE (`commit = "<sha>"`). Moving the anchor forward is a decision
-someone makes (after accepting a change), in git, where it can be reviewed.
+Steps under the screen add up: five commits that each cost a kernel 0.5 % pass one by one. So
+each commit is also compared with an anchor whose speed was accepted: `gemm regress --anchor
+REV`, else the newest tag matching ANCHOR_TAGS, else `commit = "<sha>"` in ANCHOR_FILE. Moving
+it is a reviewed decision in git.
 
-Where a series drifted, change-point detection over its recorded history says at which
-commits: ruptures' PELT (an exact penalized least-squares segmentation; a well-kept library)
-on the log values, with the penalty PENALTY * sigma^2 * ln(n), sigma the series' own noise
-from the robust spread of its successive differences (so a history that wanders between
-machines needs bigger steps). asv's own step detection was tried first and rejected: its
-AR(1) noise model explains a staircase of 0.5 % steps as correlated noise and finds no step
-(all-or-nothing as its penalty varies; tried on synthetic staircases).
+Where a series drifted, change points say at which commits: ruptures' PELT on the log values,
+penalty PENALTY * sigma^2 * ln(n), sigma from the robust spread of successive differences (a
+history that wanders between machines needs bigger steps). Not asv's step detection: its AR(1)
+noise model explains a staircase of 0.5 % steps as correlated noise.
 """
 from __future__ import annotations
 

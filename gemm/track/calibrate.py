@@ -1,29 +1,16 @@
 """`gemm calibrate`: this runner's A/B noise, and what the gate detects here.
 
-1. Noise (A/A): `processes` processes of this tree's code measure every kernel x size, each
-   through the A/B's own path (gemm.track.abtest.measure: `python -m gemm measure`, one
-   worker process for all its kernels). Per series: sigma = the standard deviation of the log values over
-   processes, with processes - 1 degrees of freedom: the prior the gate pools into its A/B
-   (the values themselves are kept too).
-2. Detection (fault injection, gemm.core.faults): for the injected kernels x sizes, `trials`
-   A/Bs of this code against itself slowed by each share in `shares` (a delay kernel after
-   every launch). Each trial is the gate's procedure: palindromic rounds (R S1 S2 .. S2 S1 R:
-   one reference arm, one arm per share, each in its own processes), decided after
-   `min_rounds` and after each further round up to `max_rounds` by gemm.track.decision with
-   the noise of step 1, at the gate's family-wise level (family: the injected series x metrics
-   x looks x 2, as the gate counts a commit's, its one restart included; as if each share
-   were one commit slowing them all). Like the gate, a round measures only the series still
-   undecided, and a share starts no new round past the gate's time budget (its A/B's time
-   taken as twice its own arms') but for the series on course for a DROP, which go on for
-   the gate's overtime within the cap (decision.on_course). A trial detects the share when its
-   TFLOPS verdict is DROP.
-   Each trial's rows carry an identity, so that joining a lane's copy counts them once.
-3. Join (`--join FILE`): the detection trials of other files made with the same settings and
-   noise (e.g. by another GPU's lane of the same session, perhaps of other shares) join this
-   machine's file, numbered on per share; nothing is measured.
+1. Noise (A/A): `processes` processes of this tree's code measure every kernel x size through
+   the A/B's own path (abtest.measure). Per series, sigma is the sd of the log values over
+   processes (processes - 1 dof): the prior the gate pools into its A/B.
+2. Detection (fault injection, gemm.core.faults): `trials` A/Bs of this code against itself
+   slowed by each share in `shares`, each run as the gate runs one (palindromic rounds, the
+   gate's family-wise level, budget and overtime, decision by gemm.track.decision with the
+   noise of step 1). A trial detects a share when its TFLOPS verdict is DROP.
+3. Join (`--join`) / pool (`--pool`): other files' trials or noise added to this machine's
+   file; nothing is measured.
 
-Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise and the
-detection table, and per kernel x size the smallest share detected in every trial.
+Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise and detection.
 """
 from __future__ import annotations
 
@@ -70,9 +57,8 @@ def robust_sd(values) -> float | None:
 
 
 def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
-    """(robust sd of the log values, how many lie beyond `cut` robust sds of their median):
-    a series whose sd is much larger than its robust sd has a heavy tail (a few slow or fast
-    processes), which the gate's Gaussian interval takes in as a larger sd."""
+    """(robust sd of the log values, how many lie beyond `cut` of them from the median): an
+    sd well over the robust sd means a heavy tail."""
     r = robust_sd(values)
     if r is None:
         return None
@@ -83,10 +69,8 @@ def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
 
 def noise(root, kernels, sizes, processes: int, log,
           placements: dict | None = None) -> tuple[dict, dict, int, bool]:
-    """{(kernel, size, metric): [values per process]}, the GPU's description, the number of
-    processes measured, and whether an interrupt (Ctrl-C, `timeout -s INT`) cut it short.
-    `placements`, if given, gets {(kernel, size): [per process, the kernel's median per
-    operand placement]}."""
+    """({(kernel, size, metric): [value per process]}, the GPU, processes measured, whether
+    an interrupt cut it short); `placements`, if given, gets each process's placement medians."""
     got: dict = {}
     device: dict = {}
     for i in range(processes):
@@ -107,10 +91,8 @@ def noise(root, kernels, sizes, processes: int, log,
 
 def noise_rows(got: dict, source: dict | None = None,
                placements: dict | None = None) -> list[dict]:
-    """The noise rows of A/A values (series with at least two usable values); `source`, if
-    given, says where they were measured (kept in each row: a file's rows may come from
-    different runs, and pooling must tell them apart); `placements` (from `noise`) go with
-    the TFLOPS rows."""
+    """Noise rows of A/A values (series with two usable values or more), each with its
+    `source` (pooling tells runs apart by it) and, for TFLOPS, its `placements`."""
     rows = []
     for key, values in sorted(got.items()):
         sd = sigma_of(values)
@@ -131,16 +113,11 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
           overtime: set | None = None) -> dict:
     """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
 
-    As the gate's A/B does (gemm.track.confirm.ABRun), a round measures only what is still
-    undecided: a share's arm the series it has not decided, the reference arm their union.
-    And as the gate does, a share starts no new round once its A/B has used the gate's time
-    budget: the time the gate would have spent on it, R N N R per round, is taken as twice
-    its own two arms' time; its series on course for a DROP (decision.on_course) go on alone
-    for up to the gate's overtime more (timed the same way), within the cap. Series left
-    open are AMBIGUOUS; `stopped`, if given, gets why ("budget" or "cap") per such key;
-    `overtime`, if given, each key measured past the budget; `values`, if given, gets the
-    per-process values each decision was made on ({"ref": [...], "new": [...]}, two per
-    round, in round order)."""
+    As in the gate's A/B (confirm.ABRun), a round measures only the undecided series, and a
+    share stops at the gate's budget (its time taken as twice its own arms') except for series
+    on course for a DROP, which get the overtime. Series left open are AMBIGUOUS. Filled if
+    given: `stopped` (why: "budget" or "cap"), `overtime` (keys measured past the budget),
+    `values` (the process values each decision used)."""
     keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
     # the family as the gate counts it for a commit with these comparisons: every series,
     # every look, and the one restart its A/A control allows
@@ -224,14 +201,10 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         shares, trials: int, cfg: GateConfig, out_dir, log=print,
         add_trials: bool = False, gpu_name: str | None = None,
         gpu: str | None = None) -> tuple[Path, dict]:
-    """Noise from `processes` A/A processes (0: the machine's calibration file's, which must be
-    usable), then `trials` detection trials. The file keeps what this run did not redo: other
-    series' noise, and the detection table when no trial ran. With `add_trials`, the new
-    trials join the file's (made with the same gate settings, kernels and sizes), numbered on
-    per share (a trial may measure some shares only): a table of many trials can be built
-    over several sessions of GPU time, and over several GPUs' lanes (`join`). `gpu_name`: this
-    GPU's (a file made on a GPU of another name is not used); `gpu`: which physical GPU it is
-    (NVML's name and UUID), kept with the noise measured here (`pool` tells GPUs apart by it)."""
+    """Noise from `processes` A/A processes (0: the file's), then `trials` detection trials.
+    The file keeps what this run did not redo. `add_trials`: the new trials join the file's
+    (same settings, kernels, sizes), numbered on per share. `gpu_name`: this GPU's name (a
+    file of another is not used); `gpu`: its NVML name and UUID, kept with the noise."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
     gate = cfg.trial_settings()
     earlier = []
@@ -260,7 +233,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                   "processes": done, "id": secrets.token_hex(6)}
         rows = noise_rows(got, source, places)
         if cut:
-            # interrupted: what it measured is kept, but never over a file's better noise
+            # interrupted: kept, but never over a file's noise of more processes
             have = {(r["kernel"], r["size"], r["metric"]): r["dof"]
                     for r in (old.doc.get("noise", []) if old else [])}
             rows = [r for r in rows if r["dof"] > have.get((r["kernel"], r["size"], r["metric"]), 0)]
@@ -324,10 +297,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
 
 
 def merged_noise(old, rows: list[dict]) -> list[dict]:
-    """This run's noise rows over those of the machine's usable file `old` (other series
-    kept): a narrower calibration adds to the file instead of replacing it. Where `old`'s row
-    is pooled over GPUs (`pool`), this run's values join it as one more part, replacing an
-    earlier part of the same GPU, rather than un-pooling it."""
+    """This run's noise rows over `old`'s (other series kept); into a pooled row they go as
+    one more part, replacing this GPU's earlier part."""
     def key(r):
         return (r.get("kernel"), r.get("size"), r.get("metric"))
     olds = {key(r): r for r in (old.doc.get("noise", []) if old else [])}
@@ -345,8 +316,7 @@ def merged_noise(old, rows: list[dict]) -> list[dict]:
 
 
 def summarize(det: list[dict], shares) -> list[dict]:
-    """Per kernel x size (TFLOPS): trials detected per share, and the smallest share detected
-    in every trial."""
+    """Per kernel x size (TFLOPS): detections per share, and the smallest always detected."""
     cells: dict = {}
     for d in det:
         if d["metric"] != "tflops":
@@ -379,14 +349,12 @@ def _smallest(by_share: dict) -> float | None:
 
 
 def next_trial(det: list[dict], share) -> int:
-    """The number of the next trial of `share`: trials are counted per share, since a trial
-    may measure some of the shares only (e.g. one GPU's lane the smallest, another the rest)."""
+    """The next trial number of `share` (a trial may measure some shares only)."""
     return 1 + max((d["trial"] for d in det if d["share"] == share), default=0)
 
 
 def table_of(det: list[dict]) -> dict:
-    """The file's detection fields from its rows: the shares, the number of trials (the fewest
-    any share has), the rows and their summary."""
+    """The file's detection fields: shares, trials (the fewest of any share), rows, summary."""
     shares = sorted({d["share"] for d in det})
     counts = [len({d["trial"] for d in det if d["share"] == sh}) for sh in shares]
     return {"shares": shares, "trials": min(counts, default=0), "detection": det,
@@ -394,8 +362,7 @@ def table_of(det: list[dict]) -> dict:
 
 
 def _measured(det: list[dict]) -> tuple:
-    """The kernels and sizes of detection rows: trials counted together share them (and the
-    gate settings; their shares may differ)."""
+    """The kernels and sizes of detection rows."""
     return sorted({d["kernel"] for d in det}), sorted({d["size"] for d in det})
 
 
@@ -410,18 +377,15 @@ def _other_noise(cal, rows: list[dict]) -> str:
 
 
 def _identity(d: dict) -> tuple:
-    """A detection row without its number: the same row in two files (a lane's copy of the
-    file it started from) has the same identity."""
+    """A detection row without its number: the same in a lane's copy of the file."""
     return tuple(sorted((k, json.dumps(v)) for k, v in d.items() if k != "trial"))
 
 
 def join(out_dir, machine: str, others) -> tuple[Path, dict]:
-    """The detection trials of the files `others` joined to this machine's file in `out_dir`,
-    numbered on per share after its own. Rows the file already has (a lane's file starts as
-    a copy of it) are not added again. Each must be a usable file of the same machine, GPU
-    name and policy, its trials made with the same gate settings, kernels and sizes, and with
-    the same calibrated noise as the priors as the base file's own trials: trials of one
-    procedure only. Refused (nothing written) otherwise."""
+    """The detection trials of the files `others` joined to this machine's file, numbered on
+    per share, rows it has already left out. Only trials of one procedure: usable files of
+    the same machine, GPU name, policy, gate settings, kernels, sizes and priors; else
+    Refused, nothing written."""
     base, why = calibration.load(out_dir, machine)
     if base is None:
         raise Refused(f"--join: no usable base file: {why}")
@@ -464,16 +428,14 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
 
 
 def source_of(doc: dict) -> dict:
-    """Where a calibration file's A/A noise was measured, for rows that do not say (files
-    from before rows kept their source): the file's GPU and date, how many processes."""
+    """Where a file's A/A noise was measured (for rows that do not say): GPU, date, processes."""
     dev = doc.get("device") or {}
     return {"gpu": doc.get("gpu"), "pci_bus_id": dev.get("pci_bus_id"), "date": doc.get("date"),
             "processes": doc.get("processes")}
 
 
 def parts_of(doc: dict, row: dict) -> list[dict]:
-    """A noise row's per-GPU parts: a pooled row keeps them; another row is one part, from
-    the run it says it came from (else the file's)."""
+    """A noise row's per-GPU parts: a pooled row's own, else the row as one part."""
     if row.get("parts"):
         return row["parts"]
     return [{"source": row.get("source") or source_of(doc), "sigma": row["sigma"],
@@ -482,8 +444,7 @@ def parts_of(doc: dict, row: dict) -> list[dict]:
 
 
 def pool_summary(rows: list[dict]) -> dict:
-    """A pooled file's top fields from its rows' parts: the A/A runs it holds, their
-    processes, and its date, the oldest run's (the noise is as old as its oldest part)."""
+    """A pooled file's top fields: its A/A runs, their processes, the oldest run's date."""
     sources = {_source_key(p["source"]): p["source"] for r in rows for p in parts_of({}, r)}
     return {"sources": list(sources.values()),
             "processes": sum(x.get("processes") or 0 for x in sources.values()),
@@ -491,11 +452,9 @@ def pool_summary(rows: list[dict]) -> dict:
 
 
 def pooled_row(key: tuple, parts: list[dict]) -> dict:
-    """One series' noise over several GPUs: the pooled variance of the log values (each GPU's
-    spread about its own mean, weighted by its degrees of freedom; a GPU's offset from another
-    does not count as noise), with their degrees of freedom summed. `values`: every part's
-    values scaled to the first part's median (so a table of them shows the spread within a
-    GPU, tails included); `parts` keeps each GPU's own."""
+    """One series' noise over several GPUs: the dof-weighted pooled variance (each GPU about
+    its own mean: offsets between GPUs are not noise), dof summed; `values` scaled to the first
+    part's median; `parts` kept."""
     dof = sum(p["dof"] for p in parts)
     var = sum(p["dof"] * p["sigma"] ** 2 for p in parts) / dof
     m0 = next((p["median"] for p in parts if p.get("median")), None)
@@ -510,15 +469,10 @@ def _source_key(src: dict) -> str:
 
 
 def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
-    """The A/A noise of the calibration files `others` (other GPUs of the same name, e.g. the
-    lent machines' lanes) pooled into this machine's file in `out_dir`, series by series
-    (pooled_row). For a runner that is one of many GPUs (a pool of lent H200s, whose A/A spread
-    differs several-fold from one to another on some series), one GPU's calibration misstates
-    the next one's noise; the pooled one is the noise of the pool. Each file must be usable
-    (machine, GPU name, policy, age) and add GPUs the base file has not pooled yet; nothing
-    is measured. The detection table is emptied where its trials were made with other noise
-    than the pooled one (a series it decided gained a part, or the noise it borrowed moved);
-    pooling only other series (the tensor-core kernels' noise, say) keeps it."""
+    """The A/A noise of the files `others` (other GPUs of the same name) pooled into this
+    machine's file, series by series (pooled_row): where a runner is any of many GPUs, one
+    GPU's noise misstates the next's. Each file must be usable and add GPUs not pooled yet.
+    The detection table is emptied where pooling moved the noise its trials used."""
     base, why = calibration.load(out_dir, machine)
     if base is None:
         raise Refused(f"--pool: no usable base file: {why}")
@@ -532,8 +486,7 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
         cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
         if cal is None or cal.machine != machine:
             raise Refused(f"--pool {path}: {why or 'made for another machine'}")
-        # parts the base already holds (a lane's file starts as a copy of it, and keeps the
-        # rows it did not measure again) are not counted twice
+        # parts the base already holds (a lane's file starts as its copy) count once
         theirs = {(r["kernel"], r["size"], r["metric"]):
                   [p for p in parts_of(cal.doc, r) if _source_key(p["source"]) not in seen]
                   for r in cal.doc.get("noise") or []}

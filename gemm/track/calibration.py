@@ -1,13 +1,10 @@
-"""A runner's calibration: how much one process's value of each series moves between processes
-of the same code on this GPU (A/A), and what the A/B detects here (injected delays).
+"""A runner's calibration: each series' process-to-process noise of the same code on this GPU
+(A/A), and what the A/B detects here (injected delays).
 
-Written by `gemm calibrate` (gemm.track.calibrate) to calibration/<machine>.json, committed
-beside results/; read by the gate, which pools each series' sigma (with its degrees of
-freedom) into the A/B's interval (gemm.track.decision.Noise). A file is used only if it was
-made for this asv machine, on a GPU of the same name, under the A/B's measurement policy
-(CONFIRM), and
-is younger than MAX_AGE_DAYS; otherwise the gate says why and decides from the rounds' own
-spread alone (wider intervals: more rounds, more UNRESOLVED).
+Written by `gemm calibrate` to calibration/<machine>.json; the gate pools each series' sigma
+into the A/B's interval (decision.Noise). Used only if made for this asv machine, on a GPU of
+the same name, under CONFIRM, and under MAX_AGE_DAYS old; else the gate says why and uses the
+rounds' own spread (wider intervals).
 """
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ MAX_AGE_DAYS = 180
 
 
 def policy_fingerprint(policy=CONFIRM) -> str:
-    """What the calibrated numbers depend on: the A/B's measurement policy (CONFIRM) and the
-    metric definitions."""
+    """What the calibrated numbers depend on: the policy and the metric definitions."""
     return metrics.version(metrics.TFLOPS, policy)
 
 
@@ -46,17 +42,11 @@ class Calibration:
     _robust: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        """The series' own calibrated noise; else, borrowed, the largest sigma the calibrated
-        kernels of its precision showed at this size and metric, with the fewest degrees of
-        freedom among them (a conservative stand-in: how noisy a process is depends mostly on
-        the problem's duration, and % of cuBLAS on the cuBLAS of that precision: TF32's at
-        1000 takes ~14 us, FP32's ~50). A size none of them calibrated takes the worst over
-        their calibrated sizes of its size class that bracket it in M*N*K (the one below and
-        the one above; at either end of the class, the nearest). Where no kernel of its
-        precision was calibrated in its class (or its precision is unknown here: a kernel of
-        an older commit), the same over every calibrated kernel; and where its precision's
-        nearest calibrated sizes are farther from it than other kernels' are, the worse of the
-        two. None where its class has none."""
+        """The series' own calibrated noise; else borrowed: the worst (largest sigma, fewest
+        dof) of its precision's kernels at this size, or at the calibrated sizes bracketing it
+        (noise depends mostly on the problem's duration and, for % of cuBLAS, on that
+        precision's cuBLAS); else, or where other kernels were calibrated nearer, the worst
+        over every kernel. None where its size class has none."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own
@@ -79,9 +69,8 @@ class Calibration:
         return [[v for v in vs if v] for vs in parts]
 
     def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
-        """Does the series' own calibration show a heavy tail: its sd over decision.TAIL_RATIO
-        times the sandwich sd of its Huber-weighted A/A values (07 at 2048: 1.65 for TFLOPS;
-        every other calibrated series 0.90-1.10)? Cheap: no resampling."""
+        """Is the series' own sd over decision.TAIL_RATIO times the sandwich sd of its
+        Huber-weighted A/A values (a heavy tail)? No resampling."""
         from .decision import TAIL_RATIO, robust_noise
         key = (kernel, size, metric)
         own = self.noise.get(key)
@@ -94,11 +83,8 @@ class Calibration:
         return rn is not None and own.sigma > TAIL_RATIO * rn.sigma
 
     def robust_prior(self, kernel: str, size: str, metric: str):
-        """The series' own prior for the robust rule (decision.RobustNoise, with its small-arm
-        factors resampled from the A/A values, per GPU where the row is pooled) where the
-        series is heavy_tailed; None elsewhere (the mean rule is as good there and keeps more
-        degrees of freedom), where the series was not calibrated itself (no borrowing: a
-        tail is a series' own) or has too few values."""
+        """The series' own decision.RobustNoise where it is heavy_tailed; else None (the mean
+        rule is as good and keeps more dof). Never borrowed: a tail is a series' own."""
         key = (kernel, size, metric)
         if key not in self._robust:
             from .decision import robust_noise
@@ -123,15 +109,13 @@ def precision_of(kernel: str) -> str | None:
 
 
 def _near(noise: dict, size: str, metric: str) -> list[str]:
-    """The sizes of `noise` that stand in for `size`: itself where calibrated, else the
-    calibrated sizes of its class that bracket it."""
+    """`size` where calibrated, else the calibrated sizes of its class that bracket it."""
     sizes = {s for (_, s, m) in noise if m == metric}
     return [size] if size in sizes else bracketing_sizes(size, sizes)
 
 
 def _worst_near(noise: dict, size: str, metric: str) -> Noise | None:
-    """The largest sigma in `noise` at `size` (else at the calibrated sizes of its class that
-    bracket it), with the fewest degrees of freedom among them; None if there are none."""
+    """The largest sigma and fewest dof in `noise` at `_near` sizes; None if none."""
     near = _near(noise, size, metric)
     same = [n for (k, s, m), n in noise.items() if s in near and m == metric]
     if not same:
@@ -147,9 +131,8 @@ def _worse(a: Noise | None, b: Noise | None) -> Noise | None:
 
 
 def bracketing_sizes(size: str, sizes) -> list[str]:
-    """Of `sizes`, those in `size`'s size class (gemm.track.gate) that bracket it in M*N*K:
-    the largest not above it and the smallest not below it (one of them at either end of the
-    class; none if the class has no size)."""
+    """Of `sizes` in `size`'s class (gemm.track.gate), the nearest not above and not below it
+    in M*N*K."""
     from ..core.problem import Problem
     from .gate import size_class
 
@@ -198,8 +181,7 @@ def load(root, machine: str, gpu_name: str | None = None, policy=CONFIRM,
 
 
 def of_doc(machine: str, doc: dict) -> Calibration:
-    """A calibration document as the gate reads it (rows without a usable sigma and dof are
-    left out); no checks of machine, GPU, policy or age (that is `load`)."""
+    """A document as the gate reads it (rows without sigma and dof left out; no checks)."""
     cal = Calibration(machine, doc.get("gpu_name"), doc.get("date") or "", doc=doc)
     for r in doc.get("noise", []):
         try:

@@ -118,8 +118,6 @@ class ABRun:
             plan.setdefault(c, []).append(r)
         refs = list(plan)
         union = series([self.comps[i][0] for i in chosen])
-        # every arm in the same layout: one process each only where every tree can
-        alike = all(abtest.has_tasks(t) for t in self.tree.values())
         for sha, pos in abtest.palindrome(refs, self.new):
             what = union if pos == "new" else series(plan[sha])
             self.log(f"regress: A/B round {n}/{self.cfg.max_rounds}: "
@@ -127,7 +125,7 @@ class ABRun:
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             arm = "new" if pos == "new" else sha
             walls: dict = {}
-            got = abtest.measure(self.tree[sha], what, tasks=alike, walls=walls)
+            got = abtest.measure(self.tree[sha], what, walls=walls)
             self.costs.learn(sha, walls)
             for key, v in got.items():
                 d = self.values.setdefault((arm, key), {})

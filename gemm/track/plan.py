@@ -1,16 +1,11 @@
 """What a round of the gate's A/B costs, and which comparisons it takes within the time left.
 
-A round measures each chosen target (kernel x size) in every arm's processes: two of the new
-code's and two of each reference's (R N N R). Its cost is learned from the arms' own
-processes (each `gemm measure` record carries its wall time, checking and timing; the rest
-of a process's wall time is its start-up) and, before a target was measured here, guessed
-from the speeds the per-commit record just measured and the CONFIRM policy's stop rule.
-
-Why: a GPU whose speeds differ from the history's by 1-2 % (the lent H200s do) flags dozens
-of series at the 0.5 % screen. Measured all at once, 28d626f's first round over 49 such
-series against two references took about 290 s of a 180-s budget (docs/probes/). So each
-round takes what fits in the time left, most suspicious first (gemm.track.confirm orders
-them); the rest wait for a later round or are left UNRESOLVED, not measured, and said so.
+A round measures each chosen target (kernel x size) in two processes per arm (R N N R). Its
+cost is learned from the arms' processes (each record's wall time; the rest of a process is
+its start-up) and, for a target not measured here yet, guessed from the per-commit record's
+speeds and CONFIRM's stop rule. A GPU 1-2 % off the history flags dozens of series, more than
+a budget can measure at once, so each round takes what fits, most suspicious first
+(gemm.track.confirm orders them); the rest wait or are left UNRESOLVED, not measured.
 """
 from __future__ import annotations
 
@@ -18,20 +13,18 @@ from ..core.policy import CONFIRM, Policy
 from ..core.problem import Problem
 
 PROCESSES = 2      # per arm and round: R N N R
-START_S = 6.0      # a measuring process's start-up, until one was timed here (an H200:
-                   # interpreter, CUDA context, cuBLAS handle, kernels from the cache)
+START_S = 6.0      # a process's start-up before one was timed here (interpreter, CUDA
+                   # context, cuBLAS handle, cached kernels)
 SET_S = 0.02       # per operand set: allocation, fill, graph capture
 CHECK_S = 0.05     # a target's correctness check before its timing
 UNKNOWN_S = 5.0    # a target of unknown speed
-MARGIN = 1.25      # guesses are taken this much high: against the H200's record at 28d626f
-                   # (its SUITE policy) they summed to 72 s for 74 s measured, single
-                   # targets 0.26-1.25x (noisy ones sample on to the cap)
+MARGIN = 1.25      # guesses are taken this much high: a single target's ran 0.26-1.25x of
+                   # what was measured (noisy ones sample on to the cap)
 
 
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
-    """Seconds one process spends on a target under policy `p`: per operand set, each
-    function's warm-up and samples to the stop rule (min_samples of at least sample_s each and
-    min_time_s, capped at max_time_s), with the correctness check's launches."""
+    """Seconds one process spends on a target under `p`: per operand set, each function's
+    warm-up and samples to the stop rule, plus the correctness check."""
     per_set = 0.0
     for t in (launch_s, baseline_s):
         if t is None:
@@ -44,8 +37,7 @@ def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIR
 
 
 def speeds(rows) -> dict:
-    """{(kernel, size): (kernel launch s, cuBLAS launch s or None)} from the gate's rows (the
-    record's TFLOPS and % of cuBLAS of the commit judged)."""
+    """{(kernel, size): (kernel launch s, cuBLAS launch s or None)} from the gate's rows."""
     tflops = {(r.kernel, r.size): r.new for r in rows if r.metric == "tflops" and r.new}
     pct = {(r.kernel, r.size): r.new for r in rows if r.metric == "pct_of_cublas" and r.new}
     out = {}
