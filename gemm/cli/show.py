@@ -73,4 +73,21 @@ def _show_regress(doc: dict) -> None:
                                     or ("EMPTY run" if doc.get("empty") else "no series")))
     for r in doc["rows"]:
         if r["verdict"] not in ("ok", "new", "improved"):
-            print(f"  {r['kernel']} {r['size']} {r['metric']}: {r['verdict']} {r.get('note', '')}")
+            effect = (f" (min effect {100 * r['min_effect']:.1f} %)"
+                      if r.get("min_effect") is not None else "")
+            print(f"  {r['kernel']} {r['size']} {r['metric']}{effect}: {r['verdict']} "
+                  f"{r.get('note', '')}")
+    wide = sorted((r["kernel"], r["size"], r["metric"], r["min_effect"]) for r in doc["rows"]
+                  if r.get("min_effect") and r["min_effect"] > _floor(r["size"]))
+    if wide:
+        print(f"  {len(wide)} series can only catch a drop wider than their size class's "
+              "floor (their calibrated noise): " + ", ".join(
+                  f"{k} {s} {m} {100 * e:.1f} %" for k, s, m, e in wide))
+
+
+def _floor(size: str) -> float:
+    from ..track.gate import GateConfig
+    try:
+        return GateConfig().effect_for(size)
+    except ValueError:
+        return 1.0
