@@ -166,11 +166,14 @@ def test_borrowed_noise_does_not_judge_the_gpu(repo, gpu_here, capsys):
     calibration.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "05_other", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
-    assert gate(repo, res, "--no-anchor", "--min-rounds", "2", "--max-rounds", "2") == 0
+    # 4 rounds at most: borrowed noise enters with the run's own dof, so at 2 the series'
+    # minimum effect (decision.detectable) would be far past this 1 % and nothing flagged
+    assert gate(repo, res, "--no-anchor", "--min-rounds", "2", "--max-rounds", "4") == 0
     out = capsys.readouterr()
     assert "the A/A control moved" not in out.err and "unstable" not in out.out
-    assert out.err.count("regress: no A/A control from here on: every series still "
-                         "undecided has noise borrowed") == 1 and out.err.count("A/B round 2/2") >= 1   # said once
+    said = "regress: no A/A control from here on: every series still undecided has noise borrowed"
+    assert out.err.count(said) == 1                                  # said once, at round 2 ...
+    assert out.err.index(said) < out.err.index("A/B round 3/4")      # ... not again at round 3
     quiet_runner(repo)                     # the series' own calibration: the control is back
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
     out = capsys.readouterr()
@@ -202,18 +205,20 @@ def test_the_time_budget_stops_new_rounds(repo, gpu_here, capsys):
 
 
 def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_here, capsys):
-    """Overtime: a 1.5 % drop still ambiguous when the budget is spent (a noisy runner), its
+    """Overtime: a 2.5 % drop still ambiguous when the budget is spent (a noisy runner: its
+    calibrated 0.4 % makes the series' minimum effect 1.9 %, decision.detectable), its
     estimate past the margin, is measured on, alone, until it is a DROP; --overtime 0 leaves
     it UNRESOLVED at the budget, as before."""
     shas = [commit(repo, 30.0, f"c{i}", noise=0.002) for i in range(4)]
-    slow = commit(repo, 30.0 * 0.985, "one and a half percent slower", noise=0.002)
-    res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.55)])
+    slow = commit(repo, 30.0 * 0.975, "two and a half percent slower", noise=0.002)
+    res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.25)])
     calibration.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.004, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--no-anchor", "--budget", "0.001", "--overtime", "0") == 0
     out = capsys.readouterr()
     assert "UNRESOLVED" in out.out and "out of the A/B time budget (0 s) after 1 rounds" in out.out
+    assert "1.9 %" in out.out                      # the series' minimum effect, shown
     assert out.err.count("A/B round") == 4 and "overtime" not in out.err
     assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 1
     out = capsys.readouterr()
@@ -224,7 +229,7 @@ def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_h
     assert 4 < out.err.count("A/B round") <= 4 * 8
     # unchanged code, the same noise: its estimate is not past the margin, so no overtime
     same = commit(repo, 30.0, "unchanged", noise=0.002)
-    res = record(repo, [(s, 30.0) for s in shas] + [(same, 29.55)])
+    res = record(repo, [(s, 30.0) for s in shas] + [(same, 29.25)])
     assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 0
     out = capsys.readouterr()
     assert "overtime" not in out.err and out.err.count("A/B round") <= 4
@@ -281,10 +286,13 @@ def test_overtime_never_leaves_the_rest_of_the_ab_worse_off(monkeypatch):
     from gemm.track.gate import GateConfig
     cfg = GateConfig(budget_s=150.0, overtime_s=5000.0)
     big, small = _row("k1"), _row("k2")
+    # a round of both (R N N R) takes 400 s: the budget holds two rounds (no DROP from one,
+    # decision.DROP_MIN_ROUNDS), the third is overtime, its A/A check (the third) moves
     ab, logs = _ab(monkeypatch, [(big, "c1"), (small, "c1")],
-                   lambda sha, k, n: 30.0 * ({"k1": 0.97, "k2": 0.988}[k] if sha == "NEW" else 1),
-                   cfg, noise=0.002, moved_at=2)
+                   lambda sha, k, n: 30.0 * ({"k1": 0.97, "k2": 0.99}[k] if sha == "NEW" else 1),
+                   GateConfig(budget_s=850.0, overtime_s=5000.0), noise=0.002, moved_at=3)
     assert big.verdict == "DROP" and big.effects[0]["verdict"] == "DROP"
+    assert not big.effects[0]["overtime"] and small.effects[0]["overtime"]
     assert small.verdict == "UNRESOLVED" and "A/A control moved during overtime" in small.note
     assert not any("measured again" in line for line in logs)
 
@@ -381,25 +389,29 @@ def test_borrowed_noise_comes_from_kernels_of_the_same_precision():
     precision where its size class has any, and from every calibrated kernel only where it
     has none (or the kernel is unknown here, as an older commit's may be)."""
     N = decision.Noise
+
+    def B(sigma, dof):          # a prior borrowed from other series (Noise.borrowed)
+        return N(sigma, dof, borrowed=True)
     cal = calibration.Calibration("h200", None, "", noise={
         ("05_2d_blocktiling", "1000", "pct_of_cublas"): N(0.002, 60),
         ("11_tf32_wmma", "1000", "pct_of_cublas"): N(0.005, 20),
         ("05_2d_blocktiling", "2048", "pct_of_cublas"): N(0.0015, 60)})
-    assert cal.prior("12_tf32_mma_sync", "1000", "pct_of_cublas") == N(0.005, 20)
-    assert cal.prior("13_tf32_wgmma_tma", "1024", "pct_of_cublas") == N(0.005, 20)  # bracketing
-    assert cal.prior("08_warptiling", "1000", "pct_of_cublas") == N(0.002, 60)
-    assert cal.prior("12_tf32_mma_sync", "2048", "pct_of_cublas") == N(0.0015, 60)   # none alike
-    assert cal.prior("14_bf16_wgmma_tma", "1000", "pct_of_cublas") == N(0.005, 20)   # worst of all
-    assert cal.prior("99_gone", "1000", "pct_of_cublas") == N(0.005, 20)
+    assert cal.prior("12_tf32_mma_sync", "1000", "pct_of_cublas") == B(0.005, 20)
+    assert cal.prior("13_tf32_wgmma_tma", "1024", "pct_of_cublas") == B(0.005, 20)  # bracketing
+    assert cal.prior("08_warptiling", "1000", "pct_of_cublas") == B(0.002, 60)
+    assert cal.prior("12_tf32_mma_sync", "2048", "pct_of_cublas") == B(0.0015, 60)   # none alike
+    assert cal.prior("14_bf16_wgmma_tma", "1000", "pct_of_cublas") == B(0.005, 20)   # worst of all
+    assert cal.prior("99_gone", "1000", "pct_of_cublas") == B(0.005, 20)
     assert cal.borrowed("12_tf32_mma_sync", "1000", "pct_of_cublas")
     assert not cal.borrowed("11_tf32_wmma", "1000", "pct_of_cublas")
+    assert cal.prior("11_tf32_wmma", "1000", "pct_of_cublas") == N(0.005, 20)   # its own
     # its precision calibrated only a farther size than another kernel did: the worse of the
     # two stands in (a quiet TF32 1000 says no more about 1024 than FP32's own 1024 does)
     far = calibration.Calibration("h200", None, "", noise={
         ("11_tf32_wmma", "1000", "tflops"): N(0.001, 20),
         ("05_2d_blocktiling", "1024", "tflops"): N(0.003, 60)})
-    assert far.prior("12_tf32_mma_sync", "1024", "tflops") == N(0.003, 20)
-    assert far.prior("12_tf32_mma_sync", "1000", "tflops") == N(0.001, 20)
+    assert far.prior("12_tf32_mma_sync", "1024", "tflops") == B(0.003, 20)
+    assert far.prior("12_tf32_mma_sync", "1000", "tflops") == B(0.001, 20)
 
 
 def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
@@ -410,11 +422,14 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
         {"kernel": "09", "size": "4096", "metric": "tflops", "sigma": 0.001, "dof": 5},
         {"kernel": "07", "size": "4096", "metric": "tflops", "sigma": 0.003, "dof": 3}]})
     cal, why = calibration.load(root, "h200", gpu_name="NVIDIA H200")
+
+    def B(sigma, dof):          # a prior borrowed from other series (Noise.borrowed)
+        return decision.Noise(sigma, dof, borrowed=True)
     assert why == "" and cal.prior("09", "4096", "tflops") == decision.Noise(0.001, 5)
     assert cal.prior("09", "512", "tflops") is None        # its size class has nothing calibrated
     # a size nobody calibrated borrows from the nearest calibrated one of its class
-    assert cal.prior("09", "8192x1024x4096", "tflops") == decision.Noise(0.003, 3)
-    assert cal.prior("09", "2048", "tflops") == decision.Noise(0.003, 3)
+    assert cal.prior("09", "8192x1024x4096", "tflops") == B(0.003, 3)
+    assert cal.prior("09", "2048", "tflops") == B(0.003, 3)
     # ... and between two calibrated sizes, the worse of the two that bracket it
     from gemm.track.calibration import bracketing_sizes
     assert bracketing_sizes("8192x1024x4096", {"2048", "4096", "8192", "1024"}) == ["2048", "4096"]
@@ -424,8 +439,8 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     quiet = calibration.Calibration("h200", None, "", noise={
         ("09", "2048", "tflops"): decision.Noise(0.0023, 9),
         ("09", "4096", "tflops"): decision.Noise(0.0008, 12)})
-    assert quiet.prior("05", "8192x1024x4096", "tflops") == decision.Noise(0.0023, 9)
-    assert cal.prior("05", "4096", "tflops") == decision.Noise(0.003, 3)   # borrowed: the worst
+    assert quiet.prior("05", "8192x1024x4096", "tflops") == B(0.0023, 9)
+    assert cal.prior("05", "4096", "tflops") == B(0.003, 3)   # borrowed: the worst
     assert cal.borrowed("05", "4096", "tflops") and not cal.borrowed("09", "4096", "tflops")
     assert "NVIDIA H100" in calibration.load(root, "h200", gpu_name="NVIDIA H100")[1]
     later = time.time() + 400 * 86400
@@ -471,13 +486,15 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 1
     rows = json.loads((repo.parent / "r.json").read_text())["rows"]
-    assert all(r["effects"][0]["dof"] == 40 for r in rows)   # one round: 0 dof of its own + 40
+    # two rounds (no DROP from one: decision.DROP_MIN_ROUNDS): 1 dof of its own + 40
+    assert all(r["effects"][0]["dof"] == 41 for r in rows)
     # the per-process values it was decided on are kept (a later rule can be tried on them):
-    # one round R N N R, the reference's first and last, the new code's two
+    # two rounds R N N R, the reference's first and last, the new code's two, per round
     for r in rows:
         v = r["effects"][0]["values"]
-        assert len(v["first"]) == len(v["last"]) == 1 and len(v["new"]) == 2 and v["k"] == [3]
-        assert r["effects"][0]["n_ref"] == 2 and r["effects"][0]["n_new"] == 2
+        assert len(v["first"]) == len(v["last"]) == 2 and len(v["new"]) == 4
+        assert v["k"] == [3, 3]
+        assert r["effects"][0]["n_ref"] == 4 and r["effects"][0]["n_new"] == 4
         assert r["effects"][0]["rule"] == "mean"     # no A/A values in this file: no tail
 
 
@@ -502,8 +519,9 @@ def test_the_gate_uses_no_calibration_made_on_another_gpu(repo, gpu_here, monkey
 
 def test_a_drop_against_the_anchor_ends_the_ab_of_its_series(repo, gpu_here):
     """A drift step: 0.5 % against the previous commit (on the decision margin: never decided)
-    and 1.5 % against the anchor (a DROP at once). The row is a DROP after one round; its
-    comparison with the previous commit is left open (MOOT), not measured to the cap."""
+    and 1.5 % against the anchor (a DROP as soon as one may be: round 2,
+    decision.DROP_MIN_ROUNDS). The row is a DROP after two rounds; its comparison with the
+    previous commit is left open (MOOT), not measured to the cap."""
     base = [commit(repo, 30.0, f"c{i}") for i in range(4)]
     git(repo, "tag", "perf-anchor-x", base[-1])
     a = commit(repo, 30.0 * 0.99, "a")
@@ -517,7 +535,7 @@ def test_a_drop_against_the_anchor_ends_the_ab_of_its_series(repo, gpu_here):
     for r in rows:
         by = {e["against"]: e for e in r["effects"]}
         assert r["verdict"] == "DROP" and by[base[-1]]["verdict"] == "DROP"
-        assert by[a]["verdict"] == "MOOT" and by[a]["n_new"] == 2      # one round, not five
+        assert by[a]["verdict"] == "MOOT" and by[a]["n_new"] == 4      # two rounds, not eight
         assert "decides the row" in r["note"]
 
 
@@ -708,8 +726,9 @@ def test_an_anchor_without_a_recorded_run_is_said_and_not_used(repo, gpu_here, c
 
 
 def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
-    """As the gate's A/B: a share decided after round 1 is not measured again, and the
-    reference arm measures only what some share still needs."""
+    """As the gate's A/B: a share decided after round 2 (no DROP from one round:
+    decision.DROP_MIN_ROUNDS) is not measured again, and the reference arm measures only what
+    some share still needs."""
     from gemm.track import calibrate
     from gemm.track.gate import GateConfig
     calls = []
@@ -727,16 +746,16 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
     raw: dict = {}
     got = calibrate.trial(".", ["05", "09"], ["4096"], [0.005, 0.03], GateConfig(max_rounds=5),
                           {k: prior for k in keys}, lambda s: None, values=raw)
-    # each decision keeps the per-process values it was made on: the 3 % share its one round,
+    # each decision keeps the per-process values it was made on: the 3 % share its two rounds,
     # the 0.5 % share all five
-    assert all(len(raw[k + (0.03,)]["ref"]) == len(raw[k + (0.03,)]["new"]) == 2 for k in keys)
+    assert all(len(raw[k + (0.03,)]["ref"]) == len(raw[k + (0.03,)]["new"]) == 4 for k in keys)
     assert all(len(raw[k + (0.005,)]["ref"]) == len(raw[k + (0.005,)]["new"]) == 10 for k in keys)
     assert all(abs(raw[k + (0.03,)]["new"][0] * 1.03 - 30.0) < 0.1 for k in keys)
     assert all(got[k + (0.03,)].verdict == decision.DROP for k in keys)
     assert all(got[k + (0.005,)].verdict == decision.AMBIGUOUS for k in keys)   # at the margin
-    assert [c[0] for c in calls[:6]] == [0, 0.005, 0.03, 0.03, 0.005, 0]     # R S1 S2 S2 S1 R
-    # rounds 2-5: R S1 S1 R only, the decided share no longer measured
-    assert [c[0] for c in calls[6:]] == [0, 0.005, 0.005, 0] * 4
+    assert [c[0] for c in calls[:12]] == [0, 0.005, 0.03, 0.03, 0.005, 0] * 2  # R S1 S2 S2 S1 R
+    # rounds 3-5: R S1 S1 R only, the decided share no longer measured
+    assert [c[0] for c in calls[12:]] == [0, 0.005, 0.005, 0] * 3
     e = got[keys[0] + (0.005,)]
     assert e.n_ref == e.n_new == 10
 
@@ -744,7 +763,7 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
 def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=None, **over):
     from gemm.track.gate import GateConfig
     g = GateConfig(max_rounds=5)
-    gate = gate or {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
+    gate = gate or {"screen": g.trial_settings()["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
                     "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
     det = [{"trial": t, "id": f"{d.name}-{t}", "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
             "verdict": "DROP", "change": -sh, "lo": -2 * sh, "hi": -sh / 2, "n_ref": 4, "n_new": 4,
@@ -802,8 +821,9 @@ def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
 
 
 def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
-    """A quiet series decides in round 1 and is measured no more; a noisy one goes on alone,
-    the reference arm measuring it and nothing else."""
+    """A quiet series decides in round 2 (the first that may end in a DROP:
+    decision.DROP_MIN_ROUNDS) and is measured no more; a noisy one goes on alone, the
+    reference arm measuring it and nothing else."""
     from gemm.track import calibrate
     from gemm.track.gate import GateConfig
     calls = []
@@ -814,7 +834,7 @@ def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
         n = len(calls)
         out = {}
         for k, ss in series.items():
-            noise = 0.004 if k == "05" else 0.0002
+            noise = 0.006 if k == "05" else 0.0002
             wiggle = 1 + noise * ((n * 7919) % 11 - 5) / 5
             for s in ss:
                 for m in calibrate.METRICS:
@@ -822,13 +842,13 @@ def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
         return out
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
     priors = {("09", "4096", m): decision.Noise(0.0002, 29) for m in calibrate.METRICS}
-    priors.update({("05", "4096", m): decision.Noise(0.004, 29) for m in calibrate.METRICS})
+    priors.update({("05", "4096", m): decision.Noise(0.006, 29) for m in calibrate.METRICS})
     got = calibrate.trial(".", ["05", "09"], ["4096"], [0.02], GateConfig(), priors,
                           lambda s: None)
-    assert got[("09", "4096", "tflops", 0.02)].n_new == 2          # decided in round 1
-    assert got[("05", "4096", "tflops", 0.02)].n_new > 2
-    assert all(series == {"05": ("4096",)} for _, series in calls[4:])   # 05 alone after
-    assert [sh for sh, _ in calls[4:8]] == [0, 0.02, 0.02, 0]
+    assert got[("09", "4096", "tflops", 0.02)].n_new == 4          # decided in round 2
+    assert got[("05", "4096", "tflops", 0.02)].n_new > 4
+    assert all(series == {"05": ("4096",)} for _, series in calls[8:])   # 05 alone after
+    assert [sh for sh, _ in calls[8:12]] == [0, 0.02, 0.02, 0]
 
 
 def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
@@ -1227,7 +1247,7 @@ def test_trials_with_overtime_do_not_join_trials_made_without_it(tmp_path, monke
 def _gate_dict():
     from gemm.track.gate import GateConfig
     g = GateConfig()
-    return {"screen": g.screen, "min_effect": g.min_effect, "alpha": g.alpha,
+    return {"screen": g.trial_settings()["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
             "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
 
 

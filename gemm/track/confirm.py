@@ -398,9 +398,11 @@ class ABRun:
         if not e.sigma or e.sigma != e.sigma:
             return ""
         prior = self.prior(r)
+        rounds = e.n_new // 2
         need = decision.rounds_needed(e.sigma, r.min_effect, self.cfg.alpha, self.family,
-                                      prior_dof=prior.dof if prior else 0)
-        if need <= e.n_new // 2:   # the noise allowed a decision: the effect sits on the margin
+                                      prior_dof=0 if prior is None else
+                                      rounds - 1 if prior.borrowed else prior.dof)
+        if need <= rounds:   # the noise allowed a decision: the effect sits on the margin
             return (f"; the noise allows a decision, but the estimate lies on the decision "
                     f"margin (-{100 * r.min_effect / 2:g} %), between no change and a drop "
                     f"of {100 * r.min_effect:g} %, where either verdict is allowed")

@@ -155,6 +155,8 @@ def detectable(sigma: float, dof: int, alpha: float, rounds: int,
     effect's sd is sigma per round, its margin half the drop), in an A/B of `comparisons`
     comparisons. Rounded up to 0.1 %."""
     from scipy import stats as st
+    if rounds - 1 + max(dof, 0) < 1:
+        return math.inf
     t = float(st.t.ppf(1 - alpha / family_size(comparisons, 1, rounds) / 2,
                        rounds - 1 + max(dof, 0)))
     z = float(st.norm.ppf(power))
@@ -253,7 +255,7 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
 
 
 def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
-                  power: float = 0.99, prior_dof: int = 0, cap: int = 50) -> int:
+                  power: float = POWER, prior_dof: int = 0, cap: int = 50) -> int:
     """A B B A rounds for a drop of delta to be called a DROP with the given power (and no
     change SAME), by the rule of effect_rounds: per round the effect's sd is sigma (two
     processes per arm), so after r rounds its standard error is sigma / sqrt(r), with
@@ -262,7 +264,7 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
     if sigma <= 0:
         return 1
     z = float(st.norm.ppf(power))
-    for r in range(1, cap + 1):
+    for r in range(DROP_MIN_ROUNDS, cap + 1):
         dof = r - 1 + prior_dof
         if dof < 1:
             continue

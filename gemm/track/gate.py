@@ -101,8 +101,11 @@ class GateConfig:
         if set(self.min_effect) != names or not all(0 < v < 1 for v in self.min_effect.values()):
             raise ValueError(f"min_effect needs a value in (0, 1) for each size class "
                              f"({', '.join(sorted(names))}), got {self.min_effect}")
+        from .decision import DROP_MIN_ROUNDS
         if not 0 < self.alpha < 1 or not 1 <= self.min_rounds <= self.max_rounds:
             raise ValueError("0 < alpha < 1 and 1 <= min_rounds <= max_rounds")
+        if self.max_rounds < DROP_MIN_ROUNDS:
+            raise ValueError(f"max_rounds >= {DROP_MIN_ROUNDS}: no DROP rests on fewer rounds")
         if self.budget_s <= 0:
             raise ValueError("the A/B time budget must be positive")
         if self.overtime_s < 0:
