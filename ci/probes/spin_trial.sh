@@ -12,7 +12,7 @@ d=${OUT:?}; t0=$SECONDS
 base=$(git rev-parse HEAD); wt=/tmp/wt-spin; h=/tmp/spinhist
 KS="05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline"
 SIZES=${SIZES:-2048 4096 8192}; TRIAL_SIZES=${TRIAL_SIZES:-2048 4096}
-in_wt() { (cd "$wt" && PYTHONPATH="$wt" "$@"); }
+in_wt() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" "$@"); }
 rm -rf "$wt"; git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || { echo "no worktree"; exit 2; }
 picks=${PICKS:-}
 if [ -z "$picks" ]; then
@@ -26,6 +26,7 @@ if [ -z "$picks" ]; then
   git -C "$wt" checkout -q -- kernels
 fi
 echo "spin: $picks ($((SECONDS - t0)) s)"
+[ -n "$picks" ] || { echo "spin: no SPIN chosen; see sizing.log"; tail -n 5 "$d/sizing.log"; exit 2; }
 python3 ci/probes/spin.py patch "$wt" 05_2d_blocktiling=1 07_bank_conflict_free=1 09_cp_async_pipeline=1
 python3 ci/probes/spin.py set "$wt" $picks
 git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a spin per K step ($picks)"
