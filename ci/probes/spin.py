@@ -1,14 +1,13 @@
 """A real slowdown in kernel code, for the gate's detection test (not the registry's
-inject_delay): each kernel named gets a busy-wait of SPIN clock cycles at the start of every
-K step (clock64), so the share it costs is about the same at every size. Used on a throwaway
-worktree only (ci/probes/spin_trial.sh); never on main.
+inject_delay): each kernel named gets a busy-wait of SPIN clock cycles (clock64) at the start
+of every SPIN_EVERY-th K step, so the share it costs is about the same at every size. (On the
+H200 a spin at every K step cost 3-19 % whatever its length: the clock reads and the stall
+dominate; so the spin comes every few steps.) Used on a throwaway worktree only
+(ci/probes/spin_trial.sh); never on main.
 
-    spin.py patch TREE KERNEL=N,N,...   add SPIN (default 0) to each kernel and a registry
-                                        entry <kernel>_s<N> per N (SPIN=N)
-    spin.py choose BENCH.json TARGET    per kernel, the N whose mean slowdown over the sizes is
-                                        nearest TARGET (interpolated between the grid's N)
-    spin.py set TREE KERNEL=N ...       make N the kernel's default SPIN; drop the _s<N> entries
-                                        and add <kernel>_nospin (SPIN=0: the parent's code)
+    spin.py set TREE KERNEL=SPIN:EVERY ...   add the spin to each kernel (its defaults SPIN,
+                                             SPIN_EVERY) and a registry entry
+                                             <kernel>_nospin (SPIN=0: the parent's code)
 """
 import json
 import re
@@ -18,14 +17,25 @@ from pathlib import Path
 MACRO = """#ifndef SPIN
 #define SPIN 0
 #endif
-#define SPIN_STEP() do { if (SPIN > 0) { const long long t0_ = clock64(); \\
-    while (clock64() - t0_ < SPIN) { } } } while (0)
+#ifndef SPIN_EVERY
+#define SPIN_EVERY 1
+#endif
+#define SPIN_STEP(i) do { if (SPIN > 0 && (i) % SPIN_EVERY == 0) { \\
+    const long long t0_ = clock64(); while (clock64() - t0_ < SPIN) { } } } while (0)
 """
-# where each kernel's K step starts (the text the spin goes after)
+# each kernel's K step: (text, the same with the spin at its start)
 HOOKS = {
-    "05_2d_blocktiling": "    float rm[TM], rn[TN];\n",
-    "07_bank_conflict_free": "        __syncthreads();\n#pragma unroll\n        for (int dot = 0; dot < BK; ++dot) {\n",
-    "09_cp_async_pipeline": "    for (int t = 0; t < tiles; ++t) {\n",
+    "05_2d_blocktiling": (
+        "    auto compute = [&] { outer_products(As, Bs, thread_row, thread_col, acc); };\n",
+        "    int spin_step_ = 0;\n    auto compute = [&] { SPIN_STEP(spin_step_++); "
+        "outer_products(As, Bs, thread_row, thread_col, acc); };\n"),
+    "07_bank_conflict_free": (
+        "        __syncthreads();\n#pragma unroll\n        for (int dot = 0; dot < BK; ++dot) {\n",
+        "        __syncthreads();\n        SPIN_STEP(k0 / BK);\n#pragma unroll\n"
+        "        for (int dot = 0; dot < BK; ++dot) {\n"),
+    "09_cp_async_pipeline": (
+        "    for (int t = 0; t < tiles; ++t) {\n",
+        "    for (int t = 0; t < tiles; ++t) {\n        SPIN_STEP(t);\n"),
 }
 
 
@@ -43,77 +53,27 @@ def variant(block: str, name: str, new: str, spin: int) -> str:
                   block, count=1)
 
 
-def patch(tree: Path, specs: list[str]) -> None:
+def set_spin(tree: Path, specs: list[str]) -> None:
     reg = tree / "kernels" / "kernels.toml"
     toml = reg.read_text()
     for spec in specs:
-        name, grid = spec.split("=")
+        name, pick = spec.split("=")
+        spin, every = (int(x) for x in pick.split(":"))
         cu = tree / "kernels" / f"{name}.cu"
         src = cu.read_text()
-        hook = HOOKS[name]
-        if src.count(hook) != 1:
+        old, new = HOOKS[name]
+        if src.count(old) != 1:
             raise SystemExit(f"spin.py: the K step of {name} is not where it was")
         first = src.index("#ifndef")
-        src = src[:first] + MACRO + src[first:]
-        src = src.replace(hook, hook + "        SPIN_STEP();\n")
-        cu.write_text(src)
-        block = entry_block(toml, name)
-        toml = toml.rstrip("\n") + "\n" + "".join(
-            "\n" + variant(block, name, f"{name}_s{n}", int(n)) + "\n" for n in grid.split(","))
-    reg.write_text(toml)
-
-
-def choose(bench: Path, target: float) -> None:
-    doc = json.loads(bench.read_text())
-    tflops = {}
-    for r in doc["records"]:
-        if r.get("role", "kernel") == "kernel" and r.get("status") == "ok":
-            samples = r["kernel_time"]["samples_s"]
-            med = sorted(samples)[len(samples) // 2]
-            tflops[(r["kernel"], r["size"])] = 1.0 / med
-    out = []
-    for base in HOOKS:
-        grid = sorted({int(k[len(base) + 2:]) for k, _ in tflops
-                       if k.startswith(base + "_s")})
-        if not grid:
-            continue
-        sizes = sorted({s for k, s in tflops if k == base})
-        def slow(n):
-            vals = [1 - tflops[(f"{base}_s{n}", s)] / tflops[(base, s)] for s in sizes
-                    if (f"{base}_s{n}", s) in tflops]
-            return sum(vals) / len(vals)
-        pts = [(0, 0.0)] + [(n, slow(n)) for n in grid]
-        print(f"# {base}: " + ", ".join(f"SPIN={n}: {100 * s:+.2f} %" for n, s in pts[1:]),
-              file=sys.stderr)
-        pick = pts[-1][0]
-        for (n0, s0), (n1, s1) in zip(pts, pts[1:]):
-            if s0 <= target <= s1 and s1 > s0:
-                pick = round(n0 + (target - s0) / (s1 - s0) * (n1 - n0))
-                break
-        out.append(f"{base}={max(1, pick)}")
-    print(" ".join(out))
-
-
-def set_default(tree: Path, specs: list[str]) -> None:
-    reg = tree / "kernels" / "kernels.toml"
-    toml = reg.read_text()
-    toml = re.sub(r'\n\[\[kernel\]\]\nname = "[^"]+_s\d+"\n.*?(?=\n\[\[kernel\]\]|\Z)', "", toml,
-                  flags=re.S).rstrip("\n") + "\n"
-    for spec in specs:
-        name, n = spec.split("=")
-        cu = tree / "kernels" / f"{name}.cu"
-        cu.write_text(cu.read_text().replace("#define SPIN 0\n", f"#define SPIN {int(n)}\n", 1))
-        toml += "\n" + variant(entry_block(toml, name), name, f"{name}_nospin", 0) + "\n"
+        macro = MACRO.replace("#define SPIN 0", f"#define SPIN {spin}").replace(
+            "#define SPIN_EVERY 1", f"#define SPIN_EVERY {every}")
+        cu.write_text(src[:first] + macro + src[first:].replace(old, new))
+        toml = toml.rstrip("\n") + "\n\n" + variant(entry_block(toml, name), name,
+                                                     f"{name}_nospin", 0) + "\n"
     reg.write_text(toml)
 
 
 if __name__ == "__main__":
-    cmd, *rest = sys.argv[1:]
-    if cmd == "patch":
-        patch(Path(rest[0]), rest[1:])
-    elif cmd == "choose":
-        choose(Path(rest[0]), float(rest[1]))
-    elif cmd == "set":
-        set_default(Path(rest[0]), rest[1:])
-    else:
+    if len(sys.argv) < 3 or sys.argv[1] != "set":
         raise SystemExit(__doc__)
+    set_spin(Path(sys.argv[2]), sys.argv[3:])

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The gate's detection test with a real slowdown in kernel code (ci/probes/spin.py: a busy-wait
-# per K step in 05, 07, 09), sized on this GPU to about TARGET (default 1.1 %) and measured
-# independently (gemm bench of each slowed kernel against its _nospin twin, the parent's code,
-# in one process); HEAD's and the throwaway's runs of those kernels recorded into a scratch
-# history; then TRIALS runs of gemm regress on the throwaway (each a fresh A/B against HEAD),
-# while under DEADLINE_S. For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
-# PICKS="05_2d_blocktiling=N 07_...=N 09_...=N" skips the sizing.
+# every few K steps in 05, 07, 09; PICKS = KERNEL=SPIN:EVERY ..., sized to about 1 % from a
+# first run), its true size measured independently (gemm bench of each slowed kernel against
+# its _nospin twin, the parent's code, in one process); HEAD's and the throwaway's runs of those
+# kernels recorded into a scratch history; then TRIALS runs of gemm regress on the throwaway
+# (each a fresh A/B against HEAD), while under DEADLINE_S.
+# For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 d=${OUT:?}; t0=$SECONDS
@@ -14,22 +14,10 @@ KS="05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline"
 SIZES=${SIZES:-2048 4096 8192}; TRIAL_SIZES=${TRIAL_SIZES:-2048 4096}
 in_wt() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" "$@"); }
 rm -rf "$wt"; git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || { echo "no worktree"; exit 2; }
-picks=${PICKS:-}
-if [ -z "$picks" ]; then
-  GRID="05_2d_blocktiling=32,128,512 07_bank_conflict_free=16,64,256 09_cp_async_pipeline=16,64,256"
-  python3 ci/probes/spin.py patch "$wt" $GRID || exit 2
-  ks=(); for g in $GRID; do k=${g%%=*}; ks+=(-k "$k")
-    IFS=, read -ra ns <<< "${g#*=}"; for n in "${ns[@]}"; do ks+=(-k "${k}_s$n"); done; done
-  in_wt python3 -m gemm bench "${ks[@]}" --sizes $SIZES --json "$d/sizing.json" > "$d/sizing.log" 2>&1
-  picks=$(python3 ci/probes/spin.py choose "$d/sizing.json" "${TARGET:-0.011}" 2>> "$d/sizing.log")
-  grep "^#" "$d/sizing.log"
-  git -C "$wt" checkout -q -- kernels
-fi
-echo "spin: $picks ($((SECONDS - t0)) s)"
-[ -n "$picks" ] || { echo "spin: no SPIN chosen; see sizing.log"; tail -n 5 "$d/sizing.log"; exit 2; }
-python3 ci/probes/spin.py patch "$wt" 05_2d_blocktiling=1 07_bank_conflict_free=1 09_cp_async_pipeline=1
-python3 ci/probes/spin.py set "$wt" $picks
-git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a spin per K step ($picks)"
+picks=${PICKS:-05_2d_blocktiling=32:8 07_bank_conflict_free=16:16 09_cp_async_pipeline=16:3}
+python3 ci/probes/spin.py set "$wt" $picks || exit 2
+git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a spin every few K steps ($picks)"
+echo "spin (SPIN:EVERY): $picks"
 spin=$(git -C "$wt" rev-parse HEAD)
 true_size() {  # the slowed kernels against their _nospin twins, one process
   local ks=(); for k in $KS; do ks+=(-k "$k" -k "${k}_nospin"); done
