@@ -16,6 +16,7 @@ import sys
 
 from . import (bench, calibrate, check, listing, machine, measure, plot, publish, record,
                regress, show, tune)
+from ..core.registry import RegistryError
 from .common import UsageError
 from .record import _bench_regex, fault_injection_in  # noqa: F401  (imported from here too)
 from .show import _time_split  # noqa: F401  (imported from here too)
@@ -81,7 +82,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
-    except UsageError as exc:
+    except (UsageError, RegistryError) as exc:   # bad input: one sentence, before any GPU work
         print(f"gemm {args.cmd}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
