@@ -121,3 +121,84 @@ def test_gemm_list_fits_100_columns(argv):
     if "-v" in argv:   # the constants, files and baselines moved here
         assert "BM=128 BN=256 STAGES=4 GROUP_M=16 PRODUCER_REGS=40 CONSUMER_REGS=232" in out.stdout
         assert "14_bf16_wgmma_tma.cu" in out.stdout and "cublas_bf16_nk" in out.stdout
+
+
+# --- gemm regress, gemm show: kernels and result files ----------------------------------------
+
+def history(tmp_path, n=3):
+    res = tmp_path / "results"
+    write_benchmarks(res, K, S)
+    for i in range(n):
+        write_run(res, f"{i:02d}" + "ab" * 19, 1_000_000 + i, {(k, s): 30.0 for k in K for s in S},
+                  K, S)
+    return res
+
+
+def regress(res, *extra):
+    return cli.main(["regress", "--results", str(res), "--machine", "h200", "--no-confirm",
+                     "--calibration", str(res.parent / "calibration"), "--no-anchor", *extra])
+
+
+@pytest.mark.parametrize("name,msg", [
+    ("nope", "gemm regress: --kernels: unknown kernel 'nope'; known: 01_naive, 02_coalesced, "
+             "03_smem_tiling, 04_1d_blocktiling, 05_2d_blocktiling, 06_vectorized"),
+    ("0", "gemm regress: --kernels: kernel name '0' is ambiguous: 01_naive, 02_coalesced"),
+    ("1", "gemm regress: --kernels: kernel name '1' is ambiguous: 10_autotuned, 11_tf32_wmma"),
+])
+def test_regress_names_an_unknown_kernel_and_the_known_ones(tmp_path, capsys, name, msg):
+    """Recorded kernels and registered ones are known; before, such a name narrowed the run
+    to nothing and the gate failed (exit 1) as if a kernel had not been measured."""
+    res = history(tmp_path)
+    assert regress(res, "--kernels", "05", name) == 2
+    out = capsys.readouterr()
+    assert msg in out.err and len(out.err.splitlines()) == 1 and not out.out
+
+
+def test_regress_kernels_still_take_prefixes_and_registered_names(tmp_path, capsys):
+    res = history(tmp_path)
+    assert regress(res, "--kernels", "05") == 0
+    assert "narrowed on purpose to kernels 05_2d_blocktiling;" in capsys.readouterr().out
+    assert regress(res, "--kernels", "01_naive") == 1   # registered, not in the run: EMPTY
+    assert "EMPTY" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (lambda d: {**d, "results": list(d["results"].values())},
+     "is not an asv version-2 result file (its 'results' is a JSON array, not an object)"),
+    (lambda d: [d], "is not an asv version-2 result file (it holds a JSON array, not an object)"),
+    (lambda d: {k: v for k, v in d.items() if k != "results"},
+     "is not an asv version-2 result file (it has no 'results')"),
+])
+def test_a_malformed_result_file_is_one_sentence(tmp_path, capsys, bad, msg):
+    res = history(tmp_path)
+    path = sorted((res / "h200").glob("01*.json"))[0]
+    path.write_text(json.dumps(bad(json.loads(path.read_text()))))
+    with pytest.raises(HistoryError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        load_runs(res, "h200")
+    assert regress(res) == 2
+    err = capsys.readouterr().err
+    assert f"gemm regress: {path} {msg}" in err and len(err.splitlines()) == 1
+    one_sentence(run("show", str(path)), f"gemm show: {path} ")
+    one_sentence(run("plot", "--results", str(res), "--out", str(tmp_path / "p")), str(path))
+
+
+def test_show_reads_an_asv_result_file(tmp_path):
+    res = history(tmp_path, n=1)
+    path, = (res / "h200").glob("00*.json")
+    out = run("show", str(path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("h200 (?): commit 00abababab") and "asv's medians" in lines[0]
+    assert lines[1].split() == ["TFLOPS", "(%", "of", "cuBLAS)", "1024", "4096"]
+    assert lines[3].split() == ["04_1d_blocktiling", "30.00", "(60", "%)", "30.00", "(60", "%)"]
+
+
+def test_show_reads_the_recorded_history_as_the_readme_quotes_it():
+    path, = (ROOT / "results" / "h200").glob("1ed380e6-*.json")
+    out = run("show", str(path))
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("05_2d_blocktiling"))
+    # README, "Results on the H200": 512 ... 4096 of 05_2d_blocktiling at commit 1ed380e
+    assert row.split()[1:3] == ["6.05", "(28"] and "29.42 (57 %)" in row
+    blas = next(line for line in out.stdout.splitlines() if line.startswith("cublas_fp32"))
+    assert blas.split()[1:3] == ["21.82", "38.82"]
