@@ -202,3 +202,70 @@ def test_show_reads_the_recorded_history_as_the_readme_quotes_it():
     assert row.split()[1:3] == ["6.05", "(28"] and "29.42 (57 %)" in row
     blas = next(line for line in out.stdout.splitlines() if line.startswith("cublas_fp32"))
     assert blas.split()[1:3] == ["21.82", "38.82"]
+
+
+# --- gemm publish ---------------------------------------------------------------------------
+
+@pytest.fixture
+def site(tmp_path):
+    """A git repository with three recorded runs and the project's asv config."""
+    repo = tmp_path / "site"
+    repo.mkdir()
+    git = functools.partial(subprocess.run, cwd=repo, check=True, capture_output=True, text=True)
+    git(["git", "init", "-q", "-b", "main"])
+    shas = []
+    for i in range(3):
+        (repo / "f.txt").write_text(str(i))
+        git(["git", "add", "f.txt"])
+        git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}"])
+        shas.append(git(["git", "rev-parse", "HEAD"]).stdout.strip())
+    res = repo / "results"
+    write_benchmarks(res, K, S)
+    for i, sha in enumerate(shas):
+        write_run(res, sha, 1_700_000_000_000 + i * 60_000, {(k, s): 30.0 for k in K for s in S},
+                  K, S)
+    shutil.copy(ROOT / "asv.conf.json", repo / "asv.conf.json")
+    return repo
+
+
+def _html(repo):
+    return repo / json.loads((repo / "asv.conf.json").read_text())["html_dir"]
+
+
+@pytest.mark.parametrize("damage,msg", [
+    (lambda p: p.write_text(p.read_text()[:300]), "is not valid JSON"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "results": []})),
+     "is not an asv version-2 result file (its 'results' is a JSON array"),
+])
+def test_publish_refuses_a_result_file_asv_would_leave_out(site, damage, msg):
+    path = sorted((site / "results" / "h200").glob("*-existing-py.json"))[1]
+    damage(path)
+    before = path.read_bytes()
+    out = run("publish", cwd=site)
+    one_sentence(out, f"gemm publish: results/h200/{path.name} {msg}",
+                 "asv publish would leave that run out of the history")
+    assert not _html(site).exists()          # nothing published without it
+    assert path.read_bytes() == before       # nor anything recorded changed
+
+
+def test_publish_runs_this_pythons_asv_not_one_on_the_path(site, tmp_path):
+    pytest.importorskip("asv")
+    impostor = tmp_path / "bin"
+    impostor.mkdir()
+    (impostor / "asv").write_text(f"#!/bin/sh\ntouch {tmp_path / 'impostor-ran'}\nexit 0\n")
+    (impostor / "asv").chmod(0o755)
+    out = run("publish", cwd=site, env={"PATH": f"{impostor}{os.pathsep}{os.environ['PATH']}"})
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not (tmp_path / "impostor-ran").exists()
+    assert (_html(site) / "index.json").is_file()
+
+
+@pytest.mark.parametrize("argv,module", [(["plot"], "matplotlib"), (["publish"], "asv"),
+                                         (["publish", "--config", "none.json"], "asv")])
+def test_a_missing_extra_is_named_in_one_sentence(monkeypatch, capsys, argv, module):
+    monkeypatch.setitem(sys.modules, module, None)     # import fails, find_spec finds nothing
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gemm {argv[0]}: this command needs {module}, which {sys.executable} does "
+                   f"not have: install the package's track extra (pip install -e \".[track]\" "
+                   f"in the checkout, or \"gemm[track]\")\n")

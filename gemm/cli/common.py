@@ -72,6 +72,24 @@ def _policy(mode: str, name: str = "suite") -> Policy:
         raise UsageError(str(exc)) from None
 
 
+def need_modules(*modules: str, extra: str = "track") -> None:
+    """UsageError, before any work, where this Python lacks a package of an extra (the
+    one-sentence message names the extra and the Python, not another one on the PATH)."""
+    import importlib.util
+    missing = []
+    for m in modules:
+        try:
+            found = importlib.util.find_spec(m) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(m)
+    if missing:
+        raise UsageError(f"this command needs {' and '.join(missing)}, which {sys.executable} does "
+                         f"not have: install the package's {extra} extra (pip install -e "
+                         f"\".[{extra}]\" in the checkout, or \"gemm[{extra}]\")")
+
+
 def _need_gpu() -> None:
     from ..measure.sweep import probe_gpu
     ok, why = probe_gpu()

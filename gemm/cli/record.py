@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from ..core import registry
-from .common import UsageError, _need_gpu
+from .common import UsageError, _need_gpu, need_modules
 
 
 def add_arguments(p) -> None:
@@ -35,6 +35,7 @@ def run(args) -> int:
         raise UsageError(f"fault injection is on ({faults}): values slowed on purpose would "
                          "enter the history unmarked; record into a scratch copy with "
                          "--allow-fault-injection (the gate's drift test), or turn it off")
+    need_modules("asv")   # the track extra: asv records the run
     _need_gpu()
     machine = write_machine(args.machine)
     extra = [x for b in args.bench for x in ("-b", _bench_regex(b))]
