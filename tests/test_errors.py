@@ -269,3 +269,44 @@ def test_a_missing_extra_is_named_in_one_sentence(monkeypatch, capsys, argv, mod
     assert err == (f"gemm {argv[0]}: this command needs {module}, which {sys.executable} does "
                    f"not have: install the package's track extra (pip install -e \".[track]\" "
                    f"in the checkout, or \"gemm[track]\")\n")
+
+
+# --- GPU and calibration messages -------------------------------------------------------------
+
+def test_calibrate_without_a_gpu_says_it_once(monkeypatch, capsys):
+    import gemm.cuda.device as dev
+    import gemm.track.confirm
+    why = "the CUDA driver sees no GPU"
+    monkeypatch.setattr(dev, "probe", lambda: (False, why))
+    monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (
+        False, f"gemm measure: this command needs a CUDA GPU, and none is usable here: {why}"))
+    assert cli.main(["calibrate", "--sizes", "1024"]) == 2
+    assert capsys.readouterr().err == ("gemm calibrate: this command needs a CUDA GPU, and none "
+                                       f"is usable here: {why}\n")
+
+
+def test_calibrate_without_a_gpu_for_real():
+    from gemm.cuda.device import probe
+    if probe()[0]:
+        pytest.skip("a GPU is present")
+    out = run("calibrate")
+    one_sentence(out, "gemm calibrate: this command needs a CUDA GPU")
+    assert out.stderr.count("needs a CUDA GPU") == 1 and "gemm measure" not in out.stderr
+
+
+def test_regress_says_why_a_calibration_of_another_gpu_is_not_used(tmp_path, monkeypatch, capsys):
+    import gemm.measure.facts
+    from gemm.track import calibration
+    res = history(tmp_path)
+    calibration.save(tmp_path / "calibration", "h200", {"gpu_name": "NVIDIA H200", "noise": [
+        {"kernel": "05_2d_blocktiling", "size": "4096", "metric": "tflops", "sigma": 0.001,
+         "dof": 20}]})
+    for gpu, used in (("NVIDIA H200", True), ("NVIDIA H100 80GB HBM3", False)):
+        monkeypatch.setattr(gemm.measure.facts, "gpu_name", lambda g=gpu: g)
+        assert regress(res, "--json", str(tmp_path / "r.json")) == 0
+        out = capsys.readouterr().out
+        note = (f"gemm regress: minimum effects are the size classes' floors: "
+                f"{tmp_path / 'calibration' / 'h200.json'} was made on a NVIDIA H200, this GPU "
+                f"is a NVIDIA H100 80GB HBM3")
+        assert (note in out) != used, out
+        assert (json.loads((tmp_path / "r.json").read_text())["calibration"] is None) != used

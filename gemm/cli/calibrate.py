@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core import shapes
-from .common import UsageError, _targets
+from .common import UsageError, _need_gpu, _targets
 
 
 def add_arguments(p) -> None:
@@ -71,9 +71,10 @@ def run(args) -> int:
                          "--trials >= 0")
     if args.processes == 0 and args.trials == 0:
         raise UsageError("--processes 0 --trials 0 would measure nothing")
-    ok, why = gpu_present()
+    ok, why = gpu_present()   # asked of `gemm measure --probe`, whose error line `why` is
     if not ok:
-        raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")
+        _need_gpu()           # this process's own sentence (the probe's has its prefix)
+        raise UsageError(f"the measuring processes cannot use the GPU ({why})")
     machine = args.machine
     if machine is None:
         from ..measure.facts import machine_info
