@@ -310,3 +310,21 @@ def test_regress_says_why_a_calibration_of_another_gpu_is_not_used(tmp_path, mon
                 f"is a NVIDIA H100 80GB HBM3")
         assert (note in out) != used, out
         assert (json.loads((tmp_path / "r.json").read_text())["calibration"] is None) != used
+
+
+# --- help, install --------------------------------------------------------------------------
+
+def _options(parser, prefix=("gemm",)):
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for c in a._choices_actions:
+                yield prefix + (c.dest,), c.help
+            for name, sub in a.choices.items():
+                yield from _options(sub, prefix + (name,))
+        elif not isinstance(a, argparse._HelpAction):
+            yield prefix + (a.option_strings[0] if a.option_strings else a.dest,), a.help
+
+
+def test_every_command_and_option_has_help():
+    missing = [" ".join(where) for where, text in _options(cli.build_parser()) if not text]
+    assert not missing, missing

@@ -11,7 +11,9 @@ from .common import UsageError, _need_gpu, need_modules
 def add_arguments(p) -> None:
     p.add_argument("--repo", default=".", help="checkout whose code is measured (default .)")
     p.add_argument("--machine", default=None, help="machine name (default: from the GPU)")
-    p.add_argument("--commit", default="HEAD")
+    p.add_argument("--commit", default="HEAD",
+                   help="the commit the results belong to; --repo must be checked out at it "
+                   "(default HEAD)")
     p.add_argument("--results", default=None, help="results directory (default: the repo's)")
     p.add_argument("--allow-fault-injection", action="store_true",
                    help="record even with fault injection on (into a scratch history only)")
