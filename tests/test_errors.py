@@ -328,3 +328,50 @@ def _options(parser, prefix=("gemm",)):
 def test_every_command_and_option_has_help():
     missing = [" ".join(where) for where, text in _options(cli.build_parser()) if not text]
     assert not missing, missing
+
+
+def _bash(script: str, cwd: Path, python: str, **env):
+    """bash -c script with python3 being `python` (not a virtual environment's), no VIRTUAL_ENV."""
+    bindir = cwd / "fakebin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "python3").unlink(missing_ok=True)
+    (bindir / "python3").symlink_to(python)
+    base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    return subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True,
+                          env={**base, "PATH": f"{bindir}{os.pathsep}/usr/bin:/bin", **env})
+
+
+@pytest.fixture
+def ci_copy(tmp_path):
+    shutil.copytree(ROOT / "ci", tmp_path / "ci")
+    return tmp_path
+
+
+@pytest.mark.slow
+def test_ci_scripts_make_and_use_a_venv_outside_one(ci_copy):
+    base = getattr(sys, "_base_executable", sys.executable)   # this Python, not a venv's
+    if subprocess.run([base, "-c", "import venv, ensurepip"]).returncode != 0:
+        pytest.skip(f"{base} cannot make virtual environments")
+    script = ("set -euo pipefail; source ci/venv.sh; ci_python test json; "
+              "python3 -c 'import sys; print(sys.prefix)'; source ci/lib.sh; "
+              "python3 -c 'import sys; print(sys.prefix)'")
+    out = _bash(script, ci_copy, base)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert "making one in .venv" in lines[0]
+    assert lines[-2] == lines[-1] == str(ci_copy / ".venv")   # ci/lib.sh's scripts use it too
+    again = _bash(script, ci_copy, base)                         # made once, used after
+    assert again.returncode == 0 and "making one" not in again.stdout
+    assert again.stdout.splitlines()[-1] == str(ci_copy / ".venv")
+
+
+def test_ci_scripts_keep_a_virtual_environment_they_are_in(ci_copy):
+    script = "set -euo pipefail; source ci/venv.sh; ci_python test json; echo ok"
+    out = _bash(script, ci_copy, sys.executable, VIRTUAL_ENV=str(ci_copy / "somewhere"))
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stdout + out.stderr
+    assert not (ci_copy / ".venv").exists()
+
+
+def test_venv_is_ignored_by_git():
+    out = subprocess.run(["git", "check-ignore", "-q", ".venv/bin/python3"], cwd=ROOT)
+    assert out.returncode == 0
