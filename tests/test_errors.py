@@ -90,6 +90,19 @@ def test_a_broken_registry_is_one_sentence_naming_file_and_entry(kernels, how, a
     assert "needs a CUDA GPU" not in out.stderr   # said before anything asks for a GPU
 
 
+def test_record_says_a_broken_registry_of_the_tree_it_measures(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "kernels", repo / "kernels")
+    what = _break(repo / "kernels", "missing_cu")
+    git = functools.partial(subprocess.run, cwd=repo, check=True, capture_output=True)
+    git(["git", "init", "-q"])
+    git(["git", "add", "."])
+    git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "k"])
+    out = run("record", "--repo", str(repo), "--results", str(tmp_path / "results"))
+    one_sentence(out, f"gemm record: {repo / 'kernels' / 'kernels.toml'}: {what}")
+    assert not (tmp_path / "results").exists()
+
+
 def test_no_registry_at_all(tmp_path):
     out = run("list", env={"GEMM_KERNELS_DIR": str(tmp_path / "none")})
     one_sentence(out, f"the kernel registry {tmp_path / 'none' / 'kernels.toml'} cannot be read")

@@ -29,7 +29,8 @@ COMMANDS = (
     ("measure", measure, "measure and print a gemm.measure/1 JSON document "
      "(the stable entry point scripts and the gate's A/B use)"),
     ("check", check, "correctness of kernels over a list of shapes"),
-    ("show", show, "tables from saved measurements or gate reports"),
+    ("show", show, "tables from saved measurements, gate reports, calibrations or asv's "
+     "result files"),
     ("record", record, "record a commit's benchmarks with asv into results/"),
     ("regress", regress, "gate: newest commit vs the recorded history"),
     ("plot", plot, "PNG plots from the recorded history"),

@@ -32,6 +32,9 @@ def run(args) -> int:
     if at != sha:   # asv runs the tree as it is: its code must be the commit's
         raise UsageError(f"{args.repo} is at {str(at)[:10]}, not at {sha[:10]}: check the commit "
                          f"out there (e.g. git worktree add) to record it")
+    tree = Path(args.repo) / "kernels" / "kernels.toml"
+    if tree.is_file():   # the tree asv will measure: a broken registry is said here (exit 2)
+        registry.load_registry(tree, files=True)
     faults = fault_injection_in(args.repo)
     if faults and not args.allow_fault_injection:
         raise UsageError(f"fault injection is on ({faults}): values slowed on purpose would "
