@@ -5,6 +5,7 @@
 #   RESULTS   the history to record into and judge (default: results/)
 #   VERDICTS  where the gate keeps its A/B verdicts (default: verdicts/)
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -x .venv/bin/python3 ]; then export VIRTUAL_ENV=$PWD/.venv PATH=$PWD/.venv/bin:$PATH; fi   # ci/setup.sh's (ci/venv.sh)
 export OUT=${OUT:-$PWD/out} PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 RESULTS=${RESULTS:-results}

@@ -3,9 +3,9 @@
 # CPU tests run: registry, layers, nvcc/ptxas and SASS checks (if nvcc is on the PATH), input
 # validation, geometry, tolerance rule, timing statistics, metrics, CLI, regression gate, A/B
 # plumbing, asv suite and recording, history migration, the wheel, asv publish.
+# Outside a virtual environment, installs into .venv (ci/venv.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! python3 -c "import numpy, pytest, pytest_benchmark, asv, matplotlib, wheel" 2>/dev/null; then
-  python3 -m pip install -q -e ".[test,track,sass]"
-fi
+source ci/venv.sh
+ci_python test,track,sass numpy pytest pytest_benchmark asv matplotlib wheel
 python3 -m pytest -q "$@"

@@ -9,20 +9,23 @@ import sys
 from pathlib import Path
 
 from ..core import shapes
-from .common import UsageError, _targets
+from .common import UsageError, _need_gpu, _targets
 
 
 def add_arguments(p) -> None:
     p.add_argument("--kernel", "-k", action="append", help="kernels for the noise (default all)")
-    p.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED))
+    p.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED),
+                   help="sizes for the noise, N or MxNxK (default: the tracked sizes)")
     p.add_argument("--processes", type=int, default=6,
                    help="A/A processes (default 6; 0: keep the file's noise, trials only)")
     p.add_argument("--inject-kernel", action="append",
                    help="kernels of the detection test (default: the first three)")
-    p.add_argument("--inject-sizes", nargs="+", default=["2048", "4096", "8192"])
+    p.add_argument("--inject-sizes", nargs="+", default=["2048", "4096", "8192"],
+                   help="sizes of the detection test (default 2048 4096 8192)")
     p.add_argument("--shares", nargs="+", type=float, default=[0.005, 0.01, 0.02, 0.03],
                    help="injected delays, as shares of the kernel's time")
-    p.add_argument("--trials", type=int, default=5)
+    p.add_argument("--trials", type=int, default=5,
+                   help="detection trials per injected delay (default 5; 0: noise only)")
     p.add_argument("--add-trials", action="store_true",
                    help="add the trials to the file's (same gate settings, kernels, sizes "
                    "and noise: with --processes 0), numbered on per share")
@@ -71,9 +74,10 @@ def run(args) -> int:
                          "--trials >= 0")
     if args.processes == 0 and args.trials == 0:
         raise UsageError("--processes 0 --trials 0 would measure nothing")
-    ok, why = gpu_present()
+    ok, why = gpu_present()   # asked of `gemm measure --probe`, whose error line `why` is
     if not ok:
-        raise UsageError(f"this command needs a CUDA GPU, and none is usable here: {why}")
+        _need_gpu()           # this process's own sentence (the probe's has its prefix)
+        raise UsageError(f"the measuring processes cannot use the GPU ({why})")
     machine = args.machine
     if machine is None:
         from ..measure.facts import machine_info

@@ -16,6 +16,7 @@ import sys
 
 from . import (bench, calibrate, check, listing, machine, measure, plot, publish, record,
                regress, show, tune)
+from ..core.registry import RegistryError
 from .common import UsageError
 from .record import _bench_regex, fault_injection_in  # noqa: F401  (imported from here too)
 from .show import _time_split  # noqa: F401  (imported from here too)
@@ -28,7 +29,8 @@ COMMANDS = (
     ("measure", measure, "measure and print a gemm.measure/1 JSON document "
      "(the stable entry point scripts and the gate's A/B use)"),
     ("check", check, "correctness of kernels over a list of shapes"),
-    ("show", show, "tables from saved measurements or gate reports"),
+    ("show", show, "tables from saved measurements, gate reports, calibrations or asv's "
+     "result files"),
     ("record", record, "record a commit's benchmarks with asv into results/"),
     ("regress", regress, "gate: newest commit vs the recorded history"),
     ("plot", plot, "PNG plots from the recorded history"),
@@ -81,7 +83,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
-    except UsageError as exc:
+    except (UsageError, RegistryError) as exc:   # bad input: one sentence, before any GPU work
         print(f"gemm {args.cmd}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,6 +1,8 @@
 """`gemm plot`: PNG plots from the recorded history (gemm.record.plot)."""
 from __future__ import annotations
 
+from .common import need_modules
+
 
 def add_arguments(p) -> None:
     p.add_argument("--results", default="results", help="asv results directory")
@@ -9,5 +11,6 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    need_modules("matplotlib")
     from ..record import plot
     return plot.main(args)

@@ -5,13 +5,15 @@ import sys
 from pathlib import Path
 
 from ..core import registry
-from .common import UsageError, _need_gpu
+from .common import UsageError, _need_gpu, need_modules
 
 
 def add_arguments(p) -> None:
     p.add_argument("--repo", default=".", help="checkout whose code is measured (default .)")
     p.add_argument("--machine", default=None, help="machine name (default: from the GPU)")
-    p.add_argument("--commit", default="HEAD")
+    p.add_argument("--commit", default="HEAD",
+                   help="the commit the results belong to; --repo must be checked out at it "
+                   "(default HEAD)")
     p.add_argument("--results", default=None, help="results directory (default: the repo's)")
     p.add_argument("--allow-fault-injection", action="store_true",
                    help="record even with fault injection on (into a scratch history only)")
@@ -30,11 +32,15 @@ def run(args) -> int:
     if at != sha:   # asv runs the tree as it is: its code must be the commit's
         raise UsageError(f"{args.repo} is at {str(at)[:10]}, not at {sha[:10]}: check the commit "
                          f"out there (e.g. git worktree add) to record it")
+    tree = Path(args.repo) / "kernels" / "kernels.toml"
+    if tree.is_file():   # the tree asv will measure: a broken registry is said here (exit 2)
+        registry.load_registry(tree, files=True)
     faults = fault_injection_in(args.repo)
     if faults and not args.allow_fault_injection:
         raise UsageError(f"fault injection is on ({faults}): values slowed on purpose would "
                          "enter the history unmarked; record into a scratch copy with "
                          "--allow-fault-injection (the gate's drift test), or turn it off")
+    need_modules("asv")   # the track extra: asv records the run
     _need_gpu()
     machine = write_machine(args.machine)
     extra = [x for b in args.bench for x in ("-b", _bench_regex(b))]

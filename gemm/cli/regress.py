@@ -18,6 +18,7 @@ from ..track import calibration, carry, confirm, verdicts
 from ..track.gate import (CLASSES, MIN_EFFECT, GateConfig, Narrowing, Verdict, evaluate, failed,
                           measured_nothing, select)
 from ..track.history import HistoryError, finite, load_runs, resolve_machine
+from .common import judged_kernels
 from .tables import regress_table
 
 SCHEMA = "gemm.regress/1"
@@ -143,7 +144,7 @@ def main(args) -> int:
         machine = resolve_machine(args.results, args.machine)
         runs, suite = load_runs(args.results, machine)
         known = {k.target for r in runs for k in r.points}
-        narrow = Narrowing(tuple(_kernel_name(k, known) for k in kernel_names), tuple(args.sizes))
+        narrow = Narrowing(judged_kernels(kernel_names, known), tuple(args.sizes))
         anchor, anchor_src = (None, "no anchor (--no-anchor)") if args.no_anchor else \
             anchors.resolve(args.repo, args.anchor)
         judged_run, earlier = select(runs, args.commit)

@@ -1,7 +1,10 @@
-"""`gemm show`: tables from saved measurements, gate reports or calibration files."""
+"""`gemm show`: tables from saved measurements, gate reports, calibration files or asv's
+result files (results/<machine>/*.json)."""
 from __future__ import annotations
 
 import json
+
+from ..core.metrics import Series
 
 from .calibrate import _print_detection, _print_noise
 from .common import UsageError
@@ -9,14 +12,16 @@ from .common import UsageError
 
 def add_arguments(p) -> None:
     p.add_argument("file", nargs="+",
-                   help="JSON files: measurements, gate reports or calibrations")
+                   help="JSON files: measurements (gemm bench/measure --json), gate reports "
+                   "(gemm regress --json), calibrations (calibration/*.json) or asv result "
+                   "files (results/<machine>/*.json)")
     p.add_argument("--full", action="store_true", help="the per-kernel tables too")
 
 
 def run(args) -> int:
     from ..track.calibration import SCHEMA as CALIBRATION
     from .tables import bench_table, summary_table
-    records, docs = [], []
+    records, docs, runs = [], [], []
     for path in args.file:
         try:
             with open(path) as f:
@@ -26,10 +31,16 @@ def run(args) -> int:
         if isinstance(doc, dict) and doc.get("schema") == CALIBRATION:
             docs.append(doc)
             continue
+        if isinstance(doc, dict) and "result_columns" in doc:
+            runs.append(_asv_run(path, doc))
+            continue
         if not isinstance(doc, dict) or not isinstance(doc.get("records", doc.get("rows")), list):
             raise UsageError(f"{path} is neither a measurement (gemm bench/measure --json), "
-                             f"a gate report (gemm regress --json) nor a calibration file")
+                             f"a gate report (gemm regress --json), a calibration file nor an "
+                             f"asv result file (results/<machine>/*.json)")
         docs.append(doc)
+    for run, doc in runs:
+        print(asv_run_table(run, doc))
     for doc in docs:
         if doc.get("schema") == CALIBRATION:
             print(f"calibration of {doc.get('machine')} ({doc.get('policy')})")
@@ -49,6 +60,48 @@ def run(args) -> int:
               + _time_split(docs, records))
         print(summary_table(records))
     return 0
+
+
+def _asv_run(path, doc):
+    from ..track.history import HistoryError, read_run
+    if doc.get("version") != 2:
+        raise UsageError(f"{path} is an asv result file of version {doc.get('version')!r}; "
+                         f"gemm reads version 2 (asv 0.6)")
+    try:
+        return read_run(path), doc   # every row as recorded, whatever its benchmark version
+    except HistoryError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def asv_run_table(run, doc: dict) -> str:
+    """One recorded run: kernels down, sizes across, 'TFLOPS (% of cuBLAS)' as asv recorded
+    them (medians), then each cuBLAS configuration's TFLOPS."""
+    import datetime
+    from ..core.registry import label
+    from ..track.history import finite
+    from .tables import table
+
+    def cell(target, size, baseline=False):
+        t = run.points.get(Series(target, size, "tflops", baseline))
+        pct = None if baseline else run.points.get(Series(target, size, "pct_of_cublas"))
+        if t is None:
+            return ""
+        if not finite(t.value):
+            return "failed" if t.value is None else "skipped"
+        return f"{t.value:.2f}" + (f" ({pct.value:.0f} %)" if pct and finite(pct.value) else "")
+
+    sizes = list(dict.fromkeys(k.size for k in run.points))
+    kernels = sorted({k.target for k in run.points if not k.baseline})
+    blas = sorted({k.target for k in run.points if k.baseline})
+    rows = [[label(k)] + [cell(k, s) for s in sizes] for k in kernels]
+    rows += [[b] + [cell(b, s, True) for s in sizes] for b in blas]
+    params = doc.get("params") or {}
+    when = datetime.datetime.fromtimestamp(run.date / 1000, datetime.timezone.utc) \
+        if run.date else None
+    head = (f"{params.get('machine', run.path.parent.name)} ({params.get('gpu', '?')}): commit "
+            f"{run.commit[:10]}" + (f", {when:%Y-%m-%d %H:%M} UTC" if when else "")
+            + f", {run.path.name}: asv's medians")
+    return head + "\n" + table(["TFLOPS (% of cuBLAS)"] + sizes, rows)
 
 
 def _time_split(docs: list[dict], records: list[dict]) -> str:

@@ -10,7 +10,8 @@ from .common import UsageError, _need_gpu
 
 
 def add_arguments(p) -> None:
-    p.add_argument("kernel")
+    p.add_argument("kernel", help="the kernel (name or unique prefix) whose `tune` space is "
+                   "searched, e.g. 10_autotuned")
     p.add_argument("--out", default=None, help="directory (default: kernels/tuned)")
 
 

@@ -23,6 +23,11 @@ ARCH = re.compile(r"^sm_(\d+)(a?)$")
 SWIZZLES = ("none", "32B", "64B", "128B")
 
 
+class RegistryError(ValueError):
+    """kernels.toml cannot be used as it is; the message is one sentence naming the file and
+    the entry (the command line prints it and exits 2)."""
+
+
 def kernels_dir() -> Path:
     """Where the .cu files and kernels.toml live: $GEMM_KERNELS_DIR; else the copy shipped
     inside the installed package (gemm/kernels); else kernels/ of the source tree."""
@@ -179,7 +184,8 @@ class KernelSpec:
             raise ValueError(f"{where}: entry points start with {ENTRY_PREFIX!r} (ci/memcheck.sh "
                              f"instruments kernels by that prefix): {bad}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"{where}: precision must be one of {PRECISIONS}")
+            raise ValueError(f"{where}: precision {self.precision!r} is not one of "
+                             f"{', '.join(PRECISIONS)}")
         if self.b_layout not in B_LAYOUTS:
             raise ValueError(f"{where}: b_layout must be one of {B_LAYOUTS}")
         if self.baseline != baseline_name(self.precision, self.b_layout):
@@ -252,22 +258,44 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
     return spec
 
 
-def load_registry(path: Path | None = None) -> dict[str, KernelSpec]:
-    path = path or kernels_dir() / "kernels.toml"
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+def load_registry(path: Path | None = None, files: bool = False) -> dict[str, KernelSpec]:
+    """The specs of a kernels.toml (default: kernels_dir()'s), checked entry by entry;
+    `files`: each entry's .cu file must be beside it too. Raises RegistryError."""
+    path = Path(path or kernels_dir() / "kernels.toml")
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise RegistryError(f"the kernel registry {path} cannot be read "
+                            f"({exc.strerror or exc}); set GEMM_KERNELS_DIR to a directory "
+                            f"holding kernels.toml") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{path} is not valid TOML: {exc}") from None
+    entries = data.get("kernel", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise RegistryError(f"{path}: kernels are [[kernel]] tables")
     specs: dict[str, KernelSpec] = {}
-    for entry in data.get("kernel", []):
-        spec = _spec_from_entry(entry)
+    for i, entry in enumerate(entries):
+        try:
+            spec = _spec_from_entry(entry)
+        except (ValueError, TypeError, KeyError, SyntaxError) as exc:
+            what = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            if not what.startswith(("kernel ", "registry entry ")):
+                what = f"kernel {entry.get('name', f'#{i + 1}')!r}: {what}"
+            raise RegistryError(f"{path}: {what}") from None
         if spec.name in specs:
-            raise ValueError(f"kernel {spec.name!r} is registered twice")
+            raise RegistryError(f"{path}: kernel {spec.name!r} is registered twice")
+        if files and not (path.parent / spec.file).is_file():
+            raise RegistryError(f"{path}: kernel {spec.name!r} names {spec.file}, which is not "
+                                f"in {path.parent}")
         specs[spec.name] = spec
     return specs
 
 
 @lru_cache(maxsize=1)
 def registry() -> dict[str, KernelSpec]:
-    return load_registry()
+    """The registered kernels (kernels_dir()'s kernels.toml, every .cu file present)."""
+    return load_registry(files=True)
 
 
 def names() -> list[str]:

@@ -84,7 +84,7 @@ def publish(conf: str = "asv.conf.json", offline: bool = False, vendor_dir: str 
             verdicts_dir: str | None = None) -> Path:
     """asv publish, then the gate's verdict page (gemm.record.verdict_page) beside it."""
     from .verdict_page import write
-    out = subprocess.run(["asv", "publish", "--config", conf], text=True)
+    out = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", conf], text=True)
     if out.returncode != 0:
         raise PublishError(f"asv publish failed (exit {out.returncode})")
     c = json.loads(Path(conf).read_text())

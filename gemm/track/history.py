@@ -85,41 +85,64 @@ def load_runs(results_dir: str | Path, machine: str) -> tuple[list[Run], Suite]:
         known = sorted(p.name for p in results_dir.iterdir() if p.is_dir())
         raise HistoryError(f"no results for machine {machine!r} in {results_dir} "
                            f"(machines there: {', '.join(known) or 'none'})")
-    runs = []
-    for path in sorted(mdir.glob("*.json")):
-        if path.name == "machine.json":
-            continue
-        data = _load(path)
-        try:
-            cols = data["result_columns"]
-            ri, vi = cols.index("result"), cols.index("version")
-            run = Run(commit=data["commit_hash"], date=int(data.get("date") or 0),
-                      started=0, path=path)
-            for name, row in data["results"].items():
-                bench = benchmarks.get(name)
-                if bench is None or len(row) <= vi or row[vi] != bench.get("version"):
-                    run.other_versions += 1
-                    continue  # asv ignores rows of another benchmark version; so do we
-                params = [[_unrepr(p) for p in ps] for ps in (row[cols.index("params")] or [])]
-                combos = list(itertools.product(*params)) if params else [()]
-                vals = row[ri]
-                if not isinstance(vals, list):
-                    vals = [vals]
-                q25 = _col(row, cols, "stats_q_25", len(combos))
-                q75 = _col(row, cols, "stats_q_75", len(combos))
-                started = _col(row, cols, "started_at", 1)[0]
-                if started is not None:
-                    run.started = max(run.started, int(started))
-                for i, combo in enumerate(combos):
-                    key = parse_asv(name, tuple(combo))
-                    if key is None:
-                        continue
-                    v = vals[i] if i < len(vals) else None
-                    run.points[key] = Point(None if v is None else float(v), q25[i], q75[i])
-        except (KeyError, ValueError, TypeError, IndexError) as exc:
-            raise HistoryError(f"{path} is not an asv version-2 result file ({exc!r})") from None
-        runs.append(run)
+    if not isinstance(benchmarks, dict):
+        raise HistoryError(f"{results_dir / 'benchmarks.json'} is not asv's benchmark list "
+                           f"(a JSON object of benchmark names)")
+    runs = [read_run(path, benchmarks) for path in sorted(mdir.glob("*.json"))
+            if path.name != "machine.json"]
     return _order(runs, results_dir), _suite(benchmarks)
+
+
+def read_run(path: Path, benchmarks: dict | None = None) -> Run:
+    """One asv version-2 result file as a Run. With `benchmarks` (results/benchmarks.json),
+    rows of another benchmark version are counted in other_versions and left out, as asv
+    leaves them out; without, every row is read. Raises HistoryError, naming the file."""
+    path = Path(path)
+    data = _load(path)
+    if not isinstance(data, dict):
+        raise HistoryError(f"{path} is not an asv version-2 result file (it holds a JSON "
+                           f"{_json_type(data)}, not an object)")
+    if "results" not in data:
+        raise HistoryError(f"{path} is not an asv version-2 result file (it has no 'results')")
+    if not isinstance(data["results"], dict):
+        raise HistoryError(f"{path} is not an asv version-2 result file (its 'results' is a "
+                           f"JSON {_json_type(data.get('results'))}, not an object)")
+    try:
+        cols = data["result_columns"]
+        ri, vi = cols.index("result"), cols.index("version")
+        run = Run(commit=data["commit_hash"], date=int(data.get("date") or 0),
+                  started=0, path=path)
+        for name, row in data["results"].items():
+            bench = None if benchmarks is None else benchmarks.get(name)
+            if benchmarks is not None and (not isinstance(bench, dict) or len(row) <= vi
+                                           or row[vi] != bench.get("version")):
+                run.other_versions += 1
+                continue  # asv ignores rows of another benchmark version; so do we
+            params = [[_unrepr(p) for p in ps] for ps in (row[cols.index("params")] or [])]
+            combos = list(itertools.product(*params)) if params else [()]
+            vals = row[ri]
+            if not isinstance(vals, list):
+                vals = [vals]
+            q25 = _col(row, cols, "stats_q_25", len(combos))
+            q75 = _col(row, cols, "stats_q_75", len(combos))
+            started = _col(row, cols, "started_at", 1)[0]
+            if started is not None:
+                run.started = max(run.started, int(started))
+            for i, combo in enumerate(combos):
+                key = parse_asv(name, tuple(combo))
+                if key is None:
+                    continue
+                v = vals[i] if i < len(vals) else None
+                run.points[key] = Point(None if v is None else float(v), q25[i], q75[i])
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        raise HistoryError(f"{path} is not an asv version-2 result file ({exc!r})") from None
+    return run
+
+
+def _json_type(v) -> str:
+    """What JSON calls the type of a parsed value."""
+    return {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+            type(None): "null"}.get(type(v), "object")
 
 
 def resolve_machine(results_dir: str | Path, machine: str | None) -> str:
