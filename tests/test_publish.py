@@ -107,3 +107,19 @@ def test_png_plots(site, tmp_path):
     pngs = sorted(p.name for p in (tmp_path / "plots").glob("*.png"))
     assert pngs == ["history_1024.png", "history_4096.png", "tflops_vs_size.png"]
     assert all((tmp_path / "plots" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_gemm_publish_makes_the_dashboard_the_first_page(site, tmp_path, monkeypatch):
+    from gemm.cli import main
+    repo, _ = site
+    copy = tmp_path / "repo"
+    shutil.copytree(repo, copy, ignore=shutil.ignore_patterns(".asv"))
+    monkeypatch.chdir(copy)
+    assert main(["publish"]) == 0
+    html = copy / ".asv" / "html"
+    index = (html / "index.html").read_text()
+    assert "table class='heat on'" in index and "href='asv/index.html'" in index
+    assert index.count("data-c=") >= len(K) * len(S)
+    assert (html / "asv" / "index.html").is_file() and (html / "gate.html").is_file()
+    assert not (html / "regressions.json").exists() and not (html / "asv" / "regressions.json").exists()
+    assert list((html / "series" / "h200").glob("05_2d_blocktiling__4096.html"))

@@ -13,6 +13,12 @@ timed direct launches (the version bump 99a9bd6 missed), so they no longer count
 commits. Layout-1 `Cublas` rows keep their old version: that baseline was pooled over the
 kernels' interleaved samples, and layout 2 measures it alone, a new series by construction.
 results/benchmarks.json is rewritten from asv's own discovery of the current suite.
+
+Machine identity (run 2026-12-01, `python -m gemm.record.migrate identity`): the lent H200
+hosts differ in num_cpu, os and ram, which asv took for different machines, splitting every
+series in two or three graphs. `unify` reduces every result file's params to the GPU model's
+identity (gemm.record.machine.IDENTITY), moving the host's facts to "gemm_host" in the same
+file; values, samples and versions are untouched, and machine.json holds the identity.
 """
 from __future__ import annotations
 
@@ -99,8 +105,35 @@ def migrate(results: Path, benchmarks: dict) -> list[str]:
     return changed
 
 
+def unify(results: Path) -> list[str]:
+    """Every result file's params reduced to its machine's identity, machine.json too
+    (idempotent); returns the files changed."""
+    from .machine import identity, unify_params
+    changed = []
+    for mdir in sorted(p for p in Path(results).iterdir() if p.is_dir()):
+        mfile = mdir / "machine.json"
+        if mfile.is_file():
+            m = json.loads(mfile.read_text())
+            ident = {**identity(m), "version": m.get("version", 1)}
+            if ident != m:
+                mfile.write_text(json.dumps(ident, indent=4, sort_keys=True))
+                changed.append(str(mfile))
+        for path in sorted(mdir.glob("*.json")):
+            if path.name == "machine.json":
+                continue
+            data = json.loads(path.read_text())
+            if unify_params(data):
+                _write(path, data)
+                changed.append(str(path))
+    return changed
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["identity"]:
+        for p in unify(Path(argv[1] if len(argv) > 1 else "results")):
+            print(f"unified {p}")
+        return 0
     results = Path(argv[0] if argv else "results")
     bench_dir = Path(argv[1] if len(argv) > 1 else "benchmarks")
     for p in migrate(results, discovered_benchmarks(bench_dir)):

@@ -1,4 +1,10 @@
-"""Publish the history: asv's HTML (asv publish) and, optionally, a copy that works offline.
+"""Publish the history: the dashboard and series pages (gemm.record.dashboard), the gate's
+verdicts (gemm.record.verdict_page), and asv's HTML under asv/ (asv publish), optionally with
+asv's scripts copied beside it.
+
+The site's own pages are static files with their data inside: they work from file:// and any
+static host. asv's pages fetch their JSON at run time, so they need a web server (GitHub
+Pages, `asv preview`, `python3 -m http.server`); opened from disk they fail.
 
 asv's pages load jQuery, flot and bootstrap from public CDNs. A runner or browser without
 internet access (a locked-down GPU runner, this project's CI) shows asv's "external
@@ -80,27 +86,88 @@ def localize(html_dir: Path, vendor_dir: Path) -> int:
     return n
 
 
+ASV_DIR = "asv"   # asv's own pages, under the site's top folder
+REGRESSIONS_NAV = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li>'
+SITE_NAV = ('<li id="nav-li-dashboard"><a href="../index.html">Dashboard</a></li>'
+            '<li id="nav-li-gate"><a href="../gate.html">Gate verdicts</a></li>')
+
+
+def without_regressions(asv_html: Path) -> None:
+    """asv's Regressions page judges each series by asv's own step detection on the recorded
+    values, which here are one lent GPU's: it listed machine shifts the gate's A/B had
+    dismissed. Its navigation item gives way to links back to the site (the dashboard and
+    the gate's verdicts), and its data files are removed, so no page shows those lists."""
+    index = asv_html / "index.html"
+    text = index.read_text()
+    text = text.replace(REGRESSIONS_NAV, SITE_NAV, 1)
+    text = re.sub(r'\s*<link rel="alternate" type="application/atom\+xml"[^>]*regressions\.xml"/>',
+                  "", text)
+    index.write_text(text)
+    for name in ("regressions.json", "regressions.xml"):
+        (asv_html / name).unlink(missing_ok=True)
+
+
+def thumbnails_to_scale(asv_html: Path) -> bool:
+    """asv's grid draws each thumbnail from y = 0, so a series at 30 TFLOPS moving 1 % is a
+    flat line at the top edge; drawn on its own range (flot's default) the move shows. True
+    if asv's script had the line (asv 0.6)."""
+    js = asv_html / "summarygrid.js"
+    text = js.read_text() if js.is_file() else ""
+    new = re.sub(r"(ticks: \[\]),\s*min: 0", r"\1", text, count=1)
+    if new != text:
+        js.write_text(new)
+    return new != text
+
+
+def _clear(html: Path, root: Path) -> None:
+    """asv publish empties its output folder too; never one that holds the project."""
+    html, root = html.resolve(), root.resolve()
+    if html == root or html in root.parents:
+        raise PublishError(f"html_dir {html} would hold the project; name a folder of its own")
+    if html.exists():
+        shutil.rmtree(html)
+
+
+def site_anchor(root: Path) -> str | None:
+    from ..track.anchor import resolve
+    try:
+        return resolve(root)[0]
+    except ValueError:
+        return None
+
+
 def publish(conf: str = "asv.conf.json", offline: bool = False, vendor_dir: str = ".asv/vendor",
-            verdicts_dir: str | None = None) -> Path:
-    """asv publish, then the gate's verdict page (gemm.record.verdict_page) beside it."""
+            verdicts_dir: str | None = None, newest: int = 10, html_dir: str | None = None) -> Path:
+    """The site: the dashboard (gemm.record.dashboard) as index.html, a page per series, the
+    gate's verdict page, and asv's pages under asv/ (asv publish), without their Regressions
+    page; returns the site's folder."""
+    from .dashboard import write_site
     from .verdict_page import write
-    out = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", conf], text=True)
-    if out.returncode != 0:
-        raise PublishError(f"asv publish failed (exit {out.returncode})")
     c = json.loads(Path(conf).read_text())
     root = Path(conf).parent
-    html = root / c.get("html_dir", "html")
+    html = Path(html_dir) if html_dir else root / c.get("html_dir", "html")
     results = root / c.get("results_dir", "results")
+    _clear(html, root)
+    # asv reads the config's paths from where it runs: from the config's folder, as we do
+    out = subprocess.run([sys.executable, "-m", "asv", "publish", "--config", str(Path(conf).resolve()),
+                          "--html-dir", str((html / ASV_DIR).resolve())], cwd=root, text=True)
+    if out.returncode != 0:
+        raise PublishError(f"asv publish failed (exit {out.returncode})")
+    without_regressions(html / ASV_DIR)
+    thumbnails_to_scale(html / ASV_DIR)
     machines = sorted(p.name for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
-    write(html, Path(verdicts_dir) if verdicts_dir else root / "verdicts", machines)
+    vdir = Path(verdicts_dir) if verdicts_dir else root / "verdicts"
+    write_site(html, results, vdir, machines, site_anchor(root), newest)
+    write(html, vdir, machines)
     if offline:
-        localize(html, Path(vendor_dir))
+        localize(html / ASV_DIR, Path(vendor_dir))
     return html
 
 
 def main(args) -> int:
     try:
-        html = publish(args.config, args.offline, args.vendor, args.verdicts)
+        html = publish(args.config, args.offline, args.vendor, args.verdicts,
+                       getattr(args, "newest", 10))
     except PublishError as exc:
         print(f"gemm publish: {exc}", file=sys.stderr)
         return 2

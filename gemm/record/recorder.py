@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .machine import host_facts, identity, unify_params
+
 
 class RecordError(RuntimeError):
     pass
@@ -125,8 +127,17 @@ def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path |
     if not new:
         raise RecordError(f"asv run (exit {rc}) wrote no result file; history left as it was")
     legacy = False
+    facts = host_facts(machine)
     for p in new:
-        legacy |= _normalize(validate_result_file(p), p)
+        data = validate_result_file(p)
+        legacy |= _normalize(data, p)
+        if unify_params(data, facts):   # one asv identity per GPU model (gemm.record.machine)
+            p.write_text(json.dumps(data))
+    mfile = stage / machine / "machine.json"
+    if mfile.is_file():
+        m = json.loads(mfile.read_text())
+        mfile.write_text(json.dumps({**identity(m), "version": m.get("version", 1)}, indent=4,
+                                    sort_keys=True))
     (results / machine).mkdir(parents=True, exist_ok=True)
     _update_suite(stage / "benchmarks.json", results / "benchmarks.json",
                   replace=not legacy and (results == own or commit == rev_parse(Path.cwd())))

@@ -1,10 +1,11 @@
-"""The gate's verdicts on the published site: gate.html beside asv's pages, linked from them.
+"""The gate's verdicts on the published site: gate.html, one row per judged commit.
 
 asv's own Regressions page knows only the recorded values, and a drop there may be the GPU a
-run happened to get. This page shows what `gemm regress` decided per commit, from the kept
-verdict files (gemm.track.verdicts): confirmed drops (the A/B measured the code slower),
-candidates dismissed as machine shifts (the A/B measured both codes alike), unresolved ones,
-improvements, and the anchor each commit was also compared with.
+run happened to get; the site leaves it out (gemm.record.publish). This page shows what
+`gemm regress` decided per commit, from the kept verdict files (gemm.track.verdicts): whether
+the commit passed, how many series got each verdict, the anchor it was also compared with,
+and, folded, every series that was not ok (confirmed drops and failures unfolded), each linked
+to its page on the site (gemm.record.series_page).
 """
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pathlib import Path
 
 from ..core import metrics
 from ..track import verdicts
+from . import series_page
+from .sitedata import CLASSES
+from .webpage import esc, nav, page
 
 LINK = '<a href="gate.html">Gate verdicts</a>'
-STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-         "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top;font-size:90%}"
-         ".FAIL{background:#fdd}.pass{background:#dfd}.muted{color:#777}")
+ORDER = ("DROP", "FAILED", "MISSING", "UNRESOLVED", "noise", "improved", "new", "skipped")
 
 
 def _pct(x) -> str:
@@ -34,58 +36,73 @@ def _item(r: dict) -> str:
     return html.escape(f"{r['kernel']} {r['size']} {label}:{hist}{anchor}{ab}")
 
 
-def rows_html(files: list[dict]) -> str:
+def _counts(counts: dict) -> str:
+    keys = sorted(counts, key=lambda v: (ORDER.index(v) if v in ORDER else len(ORDER), v))
+    return " ".join(f"<span class='chip c-{CLASSES.get(v, 'none')}'>{n} {esc(v)}</span>"
+                    for v in keys for n in [counts[v]])
+
+
+def _group(machine: str, verdict: str, rows: list[dict]) -> str:
+    items = "".join(
+        f"<li><a href='{series_page.path_of(machine, r['kernel'], r['size'])}#{esc(r['metric'])}'>"
+        f"{_item(r)}</a></li>" for r in rows)
+    cls = CLASSES.get(verdict, "none")
+    return (f"<details{' open' if cls in ('DROP', 'FAILED') else ''}><summary>"
+            f"<span class='chip c-{cls}'>{len(rows)} {esc(verdict)}</span></summary>"
+            f"<ul class=small>{items}</ul></details>")
+
+
+def rows_html(files: list[dict], machine: str = "") -> str:
     out = []
     for f in sorted(files, key=lambda d: d.get("date") or "", reverse=True):
         s = f.get("summary") or {}
         rows = s.get("rows") or f.get("rows") or []
-        by = {v: [r for r in rows if r.get("verdict") == v]
-              for v in ("DROP", "noise", "UNRESOLVED", "improved", "FAILED", "MISSING")}
-        failing = s.get("exit", 1 if by["DROP"] or by["FAILED"] or by["MISSING"] else 0)
-        cls, word = ("FAIL", "FAIL") if failing else ("pass", "pass")
-        cell = lambda v: "<br>".join(_item(r) for r in by[v]) or '<span class="muted">none</span>'  # noqa: E731
-        counts = ", ".join(f"{n} {v}" for v, n in sorted((s.get("counts") or {}).items()))
+        by: dict = {}
+        for r in rows:
+            if r.get("verdict") and r.get("verdict") != "ok" and "kernel" in r:
+                by.setdefault(r["verdict"], []).append(r)
+        failing = s.get("exit", 1 if {"DROP", "FAILED", "MISSING"} & set(by) else 0)
+        pill = "<span class='pill fail'>FAIL</span>" if failing else \
+            "<span class='pill pass'>pass</span>"
+        counts = s.get("counts") or {v: len(rs) for v, rs in by.items()}
+        groups = "".join(_group(machine, v, by[v]) for v in
+                         sorted(by, key=lambda v: ORDER.index(v) if v in ORDER else len(ORDER)))
         out.append(
-            f'<tr><td><code>{html.escape(f["commit"][:10])}</code><br>'
-            f'<span class="muted">{html.escape((f.get("date") or "")[:10])}</span></td>'
-            f'<td class="{cls}">{word}<br><span class="muted">{html.escape(counts)}</span></td>'
-            f"<td>{cell('DROP')}{'<br>' + cell('FAILED') if by['FAILED'] else ''}</td>"
-            f"<td>{cell('noise')}</td><td>{cell('UNRESOLVED')}</td><td>{cell('improved')}</td>"
-            f'<td><code>{html.escape((s.get("anchor") or "")[:10])}</code></td></tr>')
+            f"<tr id='g-{esc(f['commit'][:8])}'><td><code>{esc(f['commit'][:10])}</code><br>"
+            f"<span class=muted>{esc((f.get('date') or '')[:16].replace('T', ' '))}</span></td>"
+            f"<td>{pill}</td><td>{_counts(counts)}</td>"
+            f"<td><code>{esc((s.get('anchor') or '')[:10]) or '-'}</code></td>"
+            f"<td>{groups or '<span class=muted>every series ok</span>'}</td></tr>")
     return "\n".join(out)
 
 
 def write(html_dir, verdicts_dir, machines: list[str]) -> Path:
-    """Write gate.html and link it from asv's pages; returns its path."""
+    """Write gate.html (and link it from index.html if that page lacks the link)."""
     html_dir = Path(html_dir)
-    parts = [f"<!doctype html><meta charset=utf-8><title>Gate verdicts</title>"
-             f"<style>{STYLE}</style><p><a href='index.html'>&larr; benchmark history</a></p>"
-             "<h1>What the regression gate decided, per commit</h1>"
-             "<p>Every candidate drop (a screen against the recent history and the anchor) is "
-             "decided by an A/B of the commit's code against the reference code on one GPU. "
-             "<b>Confirmed drops</b>: the code is slower. <b>Dismissed</b>: both codes measured "
-             "alike here, so the recorded drop was the machine. Intervals are the A/B's, at the "
-             "gate's family-wise level.</p>"]
+    parts = ["<h1>What the regression gate decided, per commit</h1>"
+             "<p class=small>Every candidate drop (a screen against the recent history and the "
+             "anchor) is decided by an A/B of the commit's code against the reference code on "
+             "one GPU. <b>DROP</b>: the code is slower. <b>noise</b>: both codes measured alike "
+             "here, so the recorded drop was the machine. <b>UNRESOLVED</b>: the A/B's rounds "
+             "could not decide within its budget. Intervals are the A/B's, at the gate's "
+             "family-wise level. Click a series for its history and the A/B's rounds.</p>"]
     for m in machines:
         files = verdicts.load_all(verdicts_dir, m)
-        parts.append(f"<h2>{html.escape(m)}</h2>")
+        parts.append(f"<h2>{esc(m)}</h2>")
         if not files:
             parts.append("<p class=muted>no verdicts kept for this machine yet</p>")
             continue
-        parts.append("<table><tr><th>commit</th><th>gate</th><th>confirmed drops</th>"
-                     "<th>dismissed (machine)</th><th>unresolved</th><th>improved</th>"
-                     "<th>anchor</th></tr>" + rows_html(files) + "</table>")
-    page = html_dir / "gate.html"
-    page.write_text("\n".join(parts))
+        parts.append("<table class=list><colgroup><col style='width:110px'>"
+                     "<col style='width:60px'><col style='width:250px'><col style='width:100px'>"
+                     "<col></colgroup><tr><th>commit</th><th>gate</th><th>verdicts</th>"
+                     "<th>anchor</th><th>series that were not ok</th></tr>"
+                     + rows_html(files, m) + "</table>")
+    page_path = html_dir / "gate.html"
+    page_path.write_text(page("Gate verdicts", "".join(parts), nav("", "gate.html")))
     index = html_dir / "index.html"
     if index.is_file():
         text = index.read_text()
-        if LINK not in text:
-            # asv's navbar: after its Regressions item; else at the top of the body
-            nav = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a></li>'
-            if nav in text:
-                text = text.replace(nav, nav + f'\n\t<li id="nav-li-gate">{LINK}</li>', 1)
-            else:
-                text = text.replace("<body>", f"<body><p>{LINK}</p>", 1)
+        if 'href="gate.html"' not in text and "href='gate.html'" not in text:
+            text = text.replace("<body>", f"<body><p>{LINK}</p>", 1)
             index.write_text(text)
-    return page
+    return page_path
