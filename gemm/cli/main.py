@@ -38,6 +38,7 @@ COMMANDS = (
     ("tune", tune, "search a kernel's constants on this GPU (its `tune` space)"
      " and write the winners per size class to kernels/tuned/<gpu>.toml"),
     ("machine", machine, "write asv's machine file for this GPU"),
+    ("readme", __import__(f"{__package__}.readme", fromlist=["run"]), "README.md's results table from the newest recorded run (--check: compare)"),
 )
 
 
