@@ -35,6 +35,9 @@ stage gate bash ci/gate.sh
 # deadline). Its rounds are planned to fit (gemm.track.plan). A --budget in REGRESS_ARGS wins.
 # Memcheck, when it runs (kernel or launch code changed), comes on top (about 4 minutes).
 if stage record bash ci/record.sh; then
+  # README.md's results table follows the history it was recorded into (tests/test_readme.py)
+  [ "$RESULTS" = results ] && { gemm readme --results results > "$OUT/readme.log" 2>&1 ||
+    echo "   readme: the results table was not rewritten (log: $OUT/readme.log)"; }
   case " ${REGRESS_ARGS:-} " in
     *" --budget"*) budget_args=(); echo "   regress: A/B budget from REGRESS_ARGS" ;;
     *) left=$(( ${JOB_DEADLINE_S:-360} - SECONDS - 60 - 40 ))

@@ -270,7 +270,7 @@ def test_publish_runs_this_pythons_asv_not_one_on_the_path(site, tmp_path):
     out = run("publish", cwd=site, env={"PATH": f"{impostor}{os.pathsep}{os.environ['PATH']}"})
     assert out.returncode == 0, out.stdout + out.stderr
     assert not (tmp_path / "impostor-ran").exists()
-    assert (_html(site) / "index.json").is_file()
+    assert (_html(site) / "asv" / "index.json").is_file()   # asv's pages, under asv/
 
 
 @pytest.mark.parametrize("argv,module", [(["plot"], "matplotlib"), (["publish"], "asv"),

@@ -23,6 +23,8 @@ def add_arguments(p) -> None:
                    help="where those scripts are kept (default .asv/vendor)")
     p.add_argument("--verdicts", default=None,
                    help="the gate's kept verdicts (default: verdicts/ beside the config)")
+    p.add_argument("--newest", type=int, default=10,
+                   help="commits on the dashboard, newest first (default 10)")
 
 
 def run(args) -> int:

@@ -76,21 +76,6 @@ def add_arguments(p) -> None:
     p.add_argument("--all", action="store_true", help="show every series, not only changes")
 
 
-def _kernel_name(name: str, known: set) -> str:
-    """A kernel's full name: as recorded in the history, or the one recorded kernel it is a
-    prefix of (05 -> 05_2d_blocktiling), else a registered kernel's."""
-    from ..core.registry import get
-    if name in known:
-        return name
-    hits = [k for k in known if k.startswith(name)]
-    if len(hits) == 1:
-        return hits[0]
-    try:
-        return get(name).name
-    except ValueError:
-        return name
-
-
 def _write_json(path, doc) -> None:
     if path:
         Path(path).write_text(json.dumps(doc, indent=1))
