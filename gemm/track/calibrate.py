@@ -142,7 +142,7 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
         # the share's open rounds are the first `rounds`, and so are the reference's
         return cfg.decide([ref[j:j + 2] for j in range(0, 2 * rounds, 2)],
                           [new[j:j + 2] for j in range(0, 2 * rounds, 2)],
-                          cfg.effect_for(key[1]), family, priors.get(key),
+                          cfg.min_effect_at(key[1], priors.get(key)), family, priors.get(key),
                           (robust_priors or {}).get(key))
     n = 0
     while n < cfg.max_rounds:
@@ -153,7 +153,8 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
             more = spent[sh] <= cfg.budget_s + cfg.overtime_s
             for key in todo.pop(sh):
                 e = effect(sh, key, n)
-                if more and e is not None and decision.on_course(e, cfg.effect_for(key[1])):
+                if more and e is not None and decision.on_course(
+                        e, cfg.min_effect_at(key[1], priors.get(key))):
                     going.append(key)
                     overtime.add(key + (sh,))
                 else:

@@ -23,8 +23,9 @@ can still get there (decision.reachable: its estimate past the margin, its inter
 yet) is measured on, alone, in rounds that fit in up to overtime_s more, so a real drop is
 rarely left UNRESOLVED for want of time.
 
-Where no A/B can be made (a reference cannot be checked out or measured) the judged commit's
-own code is re-measured and compared with the history's screen. Without a GPU, a verdict kept
+Where no A/B can be made (a reference cannot be checked out or measured) what the A/B had
+decided stands and the rest is UNRESOLVED: the history alone never decides where a GPU is
+present. Without a GPU, a verdict kept
 by an earlier confirming run for this exact value (gemm.track.verdicts) is used; otherwise the
 candidate fails as unconfirmed.
 """

@@ -121,9 +121,12 @@ class GateConfig:
         """The series' minimum effect: its class's floor, or wider where its calibrated noise
         (own, or borrowed with the run's own degrees of freedom) cannot decide the floor
         within max_rounds (decision.detectable)."""
+        return self.min_effect_at(size, cal.prior(kernel, size, metric) if cal else None)
+
+    def min_effect_at(self, size: str, prior) -> float:
+        """The minimum effect of a series of `size` whose noise is `prior` (None: the floor)."""
         from . import decision
         floor = self.effect_for(size)
-        prior = cal.prior(kernel, size, metric) if cal is not None else None
         if prior is None:
             return floor
         dof = self.max_rounds - 1 if prior.borrowed else prior.dof
