@@ -7,9 +7,14 @@
 #     externally managed (PEP 668) and pip refuses to install into it. It sees the packages
 #     of the python3 it was made from (--system-site-packages), so a provisioned interpreter
 #     (a CI image, PyCUDA built against the toolkit) is reused, not downloaded again.
-# ci_python EXTRAS MODULE...: then, where a MODULE does not import, pip install -e ".[EXTRAS]".
+# ci_python EXTRAS MODULE...: nothing where every MODULE imports with python3 as it is; else
+# that environment (made if need be), and pip install -e ".[EXTRAS]" where a MODULE does not
+# import there.
 ci_python() {
   local extras=$1; shift
+  local imports; imports=$(IFS=,; echo "$*")
+  # everything imports already (a provisioned runner, the offline GPU kit): use python3 as it is
+  if python3 -c "import $imports" 2>/dev/null; then return 0; fi
   if [ -z "${VIRTUAL_ENV:-}" ] && ! python3 -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)'; then
     if [ ! -x .venv/bin/python3 ]; then
       echo "ci: $(command -v python3) is not in a virtual environment; making one in .venv"
@@ -20,8 +25,8 @@ ci_python() {
     export VIRTUAL_ENV=$PWD/.venv PATH=$PWD/.venv/bin:$PATH
     echo "ci: using .venv (source .venv/bin/activate for gemm in a shell)"
   fi
-  local imports; imports=$(IFS=,; echo "$*")
   if ! python3 -c "import $imports" 2>/dev/null; then
+    echo "ci: $(python3 -c "import importlib.util as u; print(', '.join(m for m in '$*'.split() if u.find_spec(m) is None) or 'an import')" 2>/dev/null) missing: pip install -e .[$extras]"
     python3 -m pip install -q -e ".[$extras]"
   fi
 }

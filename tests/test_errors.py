@@ -365,13 +365,22 @@ def test_ci_scripts_make_and_use_a_venv_outside_one(ci_copy):
     base = getattr(sys, "_base_executable", sys.executable)   # this Python, not a venv's
     if subprocess.run([base, "-c", "import venv, ensurepip"]).returncode != 0:
         pytest.skip(f"{base} cannot make virtual environments")
-    script = ("set -euo pipefail; source ci/venv.sh; ci_python test json; "
+    # a module this Python lacks, which the checkout's package brings (pip install -e .)
+    (ci_copy / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "civenvprobe"\nversion = "0"\n[tool.setuptools]\n'
+        'py-modules = ["civenvprobe"]\npackage-dir = {"" = "src"}\n')
+    (ci_copy / "src").mkdir()
+    (ci_copy / "src" / "civenvprobe.py").write_text("")
+    script = ("set -euo pipefail; source ci/venv.sh; ci_python test json civenvprobe; "
               "python3 -c 'import sys; print(sys.prefix)'; source ci/lib.sh; "
               "python3 -c 'import sys; print(sys.prefix)'")
+    assert "making one" not in _bash("source ci/venv.sh; ci_python test json", ci_copy,
+                                     base).stdout   # everything imports: python3 as it is
     out = _bash(script, ci_copy, base)
     assert out.returncode == 0, out.stdout + out.stderr
     lines = out.stdout.splitlines()
-    assert "making one in .venv" in lines[0]
+    assert "making one in .venv" in lines[0] and "civenvprobe missing" in out.stdout
     assert lines[-2] == lines[-1] == str(ci_copy / ".venv")   # ci/lib.sh's scripts use it too
     again = _bash(script, ci_copy, base)                         # made once, used after
     assert again.returncode == 0 and "making one" not in again.stdout
