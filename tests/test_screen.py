@@ -26,33 +26,39 @@ def recorded():
     return runs, suite, cal, anchor
 
 
-def screened(recorded, slow: dict):
-    """Rows of the newest run with each (kernel, size, metric) in `slow` made that much slower."""
+ISSUE_RUN = "67d74d0"   # the newest recorded run when the blind spots were measured (issue 24)
+
+
+def screened(recorded, slow: dict, commit: str = ISSUE_RUN):
+    """Rows of `commit`'s run (None: the newest) with each (kernel, size, metric) in `slow`
+    made that much slower."""
     runs, suite, cal, anchor = recorded
-    new = runs[-1]
+    new = next(r for r in reversed(runs) if r.commit.startswith(commit)) if commit else runs[-1]
     saved = {k: p.value for k, p in new.points.items()}
     try:
         for k, p in new.points.items():
             if (k.target, k.size, k.metric) in slow and finite(p.value):
                 p.value *= 1 - slow[(k.target, k.size, k.metric)]
-        rows, _ = evaluate(runs, suite, GateConfig(), anchor=anchor, cal=cal)
+        rows, _ = evaluate(runs, suite, GateConfig(), commit=new.commit, anchor=anchor, cal=cal)
     finally:
         for k, p in new.points.items():
             p.value = saved[k]
     return {(r.kernel, r.size, r.metric): r for r in rows}
 
 
-def test_a_drop_of_the_minimum_effect_reaches_the_ab_on_every_large_series(recorded):
-    base = screened(recorded, {})
+@pytest.mark.parametrize("commit", [ISSUE_RUN, None])
+def test_a_drop_of_the_minimum_effect_reaches_the_ab_on_every_large_series(recorded, commit):
+    base = screened(recorded, {}, commit)
     large = {k: r for k, r in base.items() if k[1] in LARGE and r.min_effect is not None}
     assert len(large) >= 24
-    slowed = screened(recorded, {k: r.min_effect for k, r in large.items()})
+    slowed = screened(recorded, {k: r.min_effect for k, r in large.items()}, commit)
     missed = [k for k in large if slowed[k].verdict != Verdict.CANDIDATE]
     # only a series that improved past its screen against both its history and the anchor
-    # can hide a drop of up to that improvement (today: 11 at 8192, % of cuBLAS, +2.2 %)
+    # can hide a drop of up to that improvement (at 67d74d0: 11 at 8192, % of cuBLAS, +2.2 %)
     assert all(base[k].verdict == Verdict.IMPROVED and base[k].anchor_change > base[k].bound
                for k in missed), f"a drop of the minimum effect passed the screen: {missed}"
-    assert len(missed) <= 1
+    if commit == ISSUE_RUN:
+        assert len(missed) == 1
 
 
 def test_one_percent_is_the_minimum_effect_where_the_noise_allows_it(recorded):

@@ -145,6 +145,7 @@ def main(args) -> int:
         cal, why_not = calibration.load(args.calibration, machine, gpu_name=gpu_name())
         rows, new_run = evaluate(runs, suite, cfg, args.commit, narrow, anchor, cal)
         carried = carry.carry(rows, args.verdicts, machine, earlier)
+        pooled = carry.evidence(carried, args.verdicts, machine, args.repo, judged)
     except (HistoryError, ValueError) as exc:
         print(f"gemm regress: {exc}", file=sys.stderr)
         return 2
@@ -167,7 +168,7 @@ def main(args) -> int:
         print(f"gemm regress: minimum effects are the size classes' floors: {why_not}")
     if carried:
         print(f"gemm regress: {len(carried)} series UNRESOLVED at the commits before are "
-              "measured first")
+              f"measured first ({pooled} with the rounds kept against the anchor, same code)")
     if any(r.verdict == Verdict.CANDIDATE for r in rows) and cfg.confirm:
         log(f"gemm regress: calibration: {'from ' + cal.date if cal else why_not}")
     measured = confirm.decide(rows, cfg, new_run.commit, args.repo,

@@ -2,11 +2,22 @@
 just before this one is a candidate again, measured first (ABRun.priority), against the
 newest earlier commit and the anchor (the anchor sees a drop that the step from the previous
 commit no longer shows); and it fails the gate once it has been UNRESOLVED at
-GateConfig.carry_commits commits running (gate.failed)."""
+GateConfig.carry_commits commits running (gate.failed).
+
+The evidence comes with it: the rounds the newest of those commits kept against the anchor
+(they hold the rounds it had carried in turn) join this commit's rounds against the anchor
+as earlier rounds, where the code they measured is this commit's code (the kernel's source,
+the headers, the launch and measurement layers unchanged since: git diff). So a series too
+noisy to decide within one job's budget is decided over a few commits, one way or the other.
+"""
 from __future__ import annotations
+
+import subprocess
 
 from . import verdicts
 from .gate import Row, Verdict, size_class
+
+MEASURED_BY = ("kernels/common.cuh", "kernels/hopper.cuh", "gemm/cuda", "gemm/measure")
 
 
 def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
@@ -40,3 +51,38 @@ def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
             r.verdict = Verdict.CANDIDATE
         r.note = f"{r.note}; {note}" if r.note else note
     return out
+
+
+def same_code(repo, older: str, newer: str, kernel: str) -> bool:
+    """Does `newer` measure `kernel` with `older`'s code (git: no change to its source, the
+    kernel headers, gemm/cuda, gemm/measure)? False where git cannot tell."""
+    from ..core import registry
+    try:
+        source = f"kernels/{registry.get(kernel).file}"
+    except (KeyError, ValueError):
+        return False
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", older, newer, "--",
+                              source, *MEASURED_BY], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0
+
+
+def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
+    """Each carried row's kept rounds against its anchor (Row.carried_rounds), from the newest
+    commit it was carried from, where that commit measured the same code; returns how many
+    rows got some."""
+    n = 0
+    for r in rows:
+        if not r.carried or not r.anchor:
+            continue
+        older = r.carried[0]
+        kept = verdicts.load(root, machine, older).get((r.kernel, r.size, r.metric)) or {}
+        got = next((e.get("values") for e in kept.get("effects") or []
+                    if e.get("against") == r.anchor and e.get("values")), None)
+        if not got or not got.get("first") or not same_code(repo, older, judged, r.kernel):
+            continue
+        r.carried_rounds[r.anchor] = got
+        n += 1
+    return n

@@ -157,7 +157,7 @@ class ABRun:
         r, c = self.comps[i]
         key = (r.kernel, r.size, r.metric)
         ref, new = self.values.get((c, key), {}), self.values.get(("new", key), {})
-        refs, news, ks = [], [], []
+        refs, news, ks = carried(r.carried_rounds.get(c))
         for n in sorted(ref):
             got, nv = ref[n], new.get(n, [])
             if "first" in got and "last" in got and len(nv) == 2:
@@ -185,7 +185,7 @@ class ABRun:
         noise where that is larger, first), then the others measured (the slowest estimate
         first)."""
         r, c = self.comps[i]
-        if r.carried and not self.paired(i)[0]:
+        if r.carried and (c, (r.kernel, r.size, r.metric)) not in self.values:
             return (-1, -len(r.carried))
         if self.paired(i)[0]:
             try:
@@ -458,6 +458,10 @@ class ABRun:
                     parts[-1] += " (Huber locations: the robust rule)"
                 if i in self.over_measured:
                     parts[-1] += " (overtime: measured past the time budget)"
+                kept = len(carried(r.carried_rounds.get(c))[0])
+                if kept:
+                    parts[-1] += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, "
+                                  "the same code, UNRESOLVED there)")
                 r.effects.append({"against": c, "verdict": e.verdict if i in self.decided
                                   else "MOOT" if i in self.moot else "UNRESOLVED",
                                   "change": e.change,
@@ -493,6 +497,16 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     else:
         r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True
+
+
+def carried(values: dict | None) -> tuple[list, list, list]:
+    """Kept rounds (a verdict's effect values: first, last, new in pairs, k) as paired()'s."""
+    if not values:
+        return [], [], []
+    first, last, new, ks = (values.get(x) or [] for x in ("first", "last", "new", "k"))
+    rounds = min(len(first), len(last), len(new) // 2, len(ks))
+    return ([[first[j], last[j]] for j in range(rounds)],
+            [new[2 * j:2 * j + 2] for j in range(rounds)], list(ks[:rounds]))
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:

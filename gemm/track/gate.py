@@ -181,6 +181,7 @@ class Row:
     changepoints: list = field(default_factory=list)  # where the series stepped (gemm.track.anchor)
     unconfirmed: bool = False         # a DROP only because no A/B could be made here
     carried: list = field(default_factory=list)   # earlier commits it was UNRESOLVED at
+    carried_rounds: dict = field(default_factory=dict)  # against -> kept rounds (gemm.track.carry)
 
     @property
     def label(self) -> str:

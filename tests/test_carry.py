@@ -1,0 +1,85 @@
+"""UNRESOLVED is never a silent pass (gemm.track.carry): a large series UNRESOLVED at the
+commits just before is a candidate again, measured first, with the rounds kept against the
+anchor where the code is the same; it fails the gate once UNRESOLVED at three commits running."""
+import math
+from types import SimpleNamespace
+
+from gemm.track import carry, confirm, verdicts
+from gemm.track.gate import GateConfig, Row, Verdict, failed
+from tests.test_plan import _cal, _fake
+
+KEY = ("09_cp_async_pipeline", "4096", "tflops")
+
+
+def _row(verdict=Verdict.OK, change=0.0):
+    return Row(*KEY, 10, 30.0, 30.0 * (1 + change), change, 0.005, verdict, reference="c3",
+               anchor="anc", anchor_change=change, min_effect=0.01)
+
+
+def _keep(root, commit, verdict, values=None):
+    effects = [{"against": "anc", "verdict": verdict, "values": values}] if values else []
+    verdicts.save(root, "h200", commit, [{"kernel": KEY[0], "size": KEY[1], "metric": KEY[2],
+                                          "verdict": verdict, "effects": effects}])
+
+
+def test_unresolved_at_the_commits_before_is_a_candidate_and_fails_at_three(tmp_path):
+    runs = [SimpleNamespace(commit=c) for c in ("c1", "c2", "c3")]
+    _keep(tmp_path, "c1", "noise")
+    _keep(tmp_path, "c2", "UNRESOLVED")
+    _keep(tmp_path, "c3", "UNRESOLVED")
+    r = _row()
+    assert carry.carry([r], tmp_path, "h200", runs) == [r]
+    assert r.carried == ["c3", "c2"] and r.verdict == Verdict.CANDIDATE   # c1 ends the run
+    assert "UNRESOLVED at 2 commit(s) before" in r.note
+    r.verdict = Verdict.UNRESOLVED
+    assert failed([r], GateConfig()) == [r]                       # the third commit running
+    assert failed([r], GateConfig(carry_commits=4)) == []
+    r.carried = ["c3"]
+    assert failed([r], GateConfig()) == []
+    small = Row("09_cp_async_pipeline", "512", "tflops", 10, 30.0, 30.0, 0.0, 0.025, Verdict.OK)
+    assert carry.carry([small], tmp_path, "h200", runs) == []     # large series only
+
+
+def test_the_kept_rounds_against_the_anchor_come_with_it_where_the_code_is_the_same(
+        tmp_path, monkeypatch):
+    runs = [SimpleNamespace(commit="c3")]
+    kept = {"first": [30.0], "last": [30.0], "new": [29.4, 29.4], "k": [3]}
+    _keep(tmp_path, "c3", "UNRESOLVED", kept)
+    r = _row()
+    carry.carry([r], tmp_path, "h200", runs)
+    monkeypatch.setattr(carry, "same_code", lambda *a: False)
+    assert carry.evidence([r], tmp_path, "h200", ".", "new") == 0 and not r.carried_rounds
+    monkeypatch.setattr(carry, "same_code", lambda *a: True)
+    assert carry.evidence([r], tmp_path, "h200", ".", "new") == 1
+    assert r.carried_rounds == {"anc": kept}
+    ab = confirm.ABRun([(r, "anc")], GateConfig(), "new", {}, print, None)
+    assert ab.paired(0) == ([[30.0, 30.0]], [[29.4, 29.4]], [3])     # before any round here
+    assert ab.priority(0)[0] == -1                                    # measured first
+
+
+def test_one_round_here_with_the_kept_round_makes_a_drop(monkeypatch):
+    """A kept round and one round here are two rounds: the DROP the second commit's budget
+    alone could not make (a DROP needs two rounds)."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 29.4 if tree == "new-tree" else 30.0)
+    r = _row(Verdict.CANDIDATE, -0.02)
+    r.carried, r.carried_rounds = ["c3"], {"anc": {"first": [30.0], "last": [30.0],
+                                                   "new": [29.4, 29.4], "k": [3]}}
+    ab = confirm.ABRun([(r, "anc")], GateConfig(max_rounds=2), "new",
+                       {"anc": "anc-tree", "new": "new-tree"}, lambda s: None, _cal(0.002))
+    ab.run()
+    e = r.effects[0]
+    assert r.verdict == Verdict.DROP and e["n_new"] == 4 and calls["new-tree"] == 2
+    assert math.isclose(e["change"], 29.4 / 30.0 - 1, rel_tol=1e-3)
+    assert "rounds kept at c3" in r.note
+    fresh = _row(Verdict.CANDIDATE, -0.02)                             # no kept round: one round
+    ab = confirm.ABRun([(fresh, "anc")], GateConfig(max_rounds=2), "new",
+                       {"anc": "anc-tree", "new": "new-tree"}, lambda s: None, _cal(0.002))
+    ab.run()
+    assert fresh.effects[0]["n_new"] == 4                              # it needed two here
+
+
+def test_same_code_reads_the_kernels_and_the_measuring_layers_from_git():
+    assert carry.same_code(".", "67d74d06de9039896bbd8f75350467d6269d20c6",
+                           "9a3947daeaa976c084b731456a88eebddc04c438", "14_bf16_wgmma_tma")
+    assert not carry.same_code(".", "6461483~1", "6461483", "09_cp_async_pipeline")
+    assert not carry.same_code(".", "6461483~1", "6461483", "no_such_kernel")
