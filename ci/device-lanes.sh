@@ -7,6 +7,9 @@
 #   LANE0="PER_COMMIT=1 MEMCHECK=0" LANE1="PER_COMMIT=0 EXTRAS=calibrate CAL_ARGS='--processes 0'"
 # git is restored from the carried bundle (and reset to HEAD) once, before the lanes start.
 # Each lane's bundle comes back as $OUT/laneN/bundle.tgz, its console as $OUT/laneN.log.
+# BACKFILL="A..B" (or hashes) without LANEn: a backfill sharded over every GPU of the host, lane
+# i recording shard i (ci/backfill.sh, which skips what results/ already holds), each into
+# results/ (distinct commits: distinct files; benchmarks.json's update is locked).
 # Lanes that record write separate trees (the per-commit job the repository's results/, the
 # drift and false-alarm extras their own worktrees and scratch copies); run at most one lane
 # that records into results/ at a time. Calibrate lanes each work on their own copy of
@@ -20,6 +23,11 @@ OUT="$final/restore" PER_COMMIT=0 EXTRAS="" bash ci/device-run.sh > "$final/rest
   { cat "$final/restore.log"; exit 2; }
 head -n 3 "$final/restore.log"
 n=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ -n "${BACKFILL:-}" ] && [ -z "${LANE0:-}" ]; then
+  # a backfill over the host's GPUs: one lane per GPU, each ci/backfill.sh's shard i of n (the
+  # workflow's backfill matrix shards the same way over the runners of a model)
+  for i in $(seq 0 $((n - 1))); do export "LANE$i=PER_COMMIT=0 SHARD=$i SHARDS=$n"; done
+fi
 pids=()
 for i in $(seq 0 7); do
   var="LANE$i"; spec=${!var:-}

@@ -5,7 +5,9 @@
 #   bench       gemm bench, every kernel at the tracked sizes (the seed's table)
 #   crosscheck  ci/crosscheck.py: seed kernel spread over 3 processes; cuBLAS vs torch.mm
 #   rerun       RERUNS more record + regress passes of the same commit (noise check)
-#   backfill    record the commits in $BACKFILL (their own code, from git worktrees) first
+#   backfill    record the commits in $BACKFILL (hashes or a range A..B; their own code, from git
+#               worktrees) first: ci/backfill.sh, shard $SHARD of $SHARDS (ci/device-lanes.sh
+#               gives each lane one), skipping commits already recorded
 #   throwaway   record branch $THROWAWAY in a worktree with a copy of the history, then run
 #               the gate there (expected to fail: the branch slows a kernel on purpose)
 #   judge       gemm regress --commit SHA --record-verdicts for each SHA in $JUDGE (recorded
@@ -89,13 +91,12 @@ record_in() {  # record_in TREE RESULTS SHA [ARGS]: `gemm record` with TREE's co
     --commit "$sha" "$@"
 }
 rc=0
-for sha in ${BACKFILL:-}; do
-  wt=$(worktree "$sha") || { echo "backfill: no worktree for $sha"; rc=1; continue; }
-  gemm record --repo "$wt" --results results --machine "$MACHINE" --commit "$sha" \
-    > "$work/backfill-$sha.log" 2>&1
-  brc=$?; [ $brc -eq 0 ] || rc=1
-  echo "backfill $sha: exit $brc" | tee -a "$work/backfill.log"
-done
+if [ -n "${BACKFILL:-}" ]; then   # ci/backfill.sh: this lane's shard (SHARD of SHARDS; default all)
+  # shellcheck disable=SC2086  # BACKFILL: commit hashes and ranges, one word each
+  bash ci/backfill.sh --shard "${SHARD:-0}" --shards "${SHARDS:-1}" ${BACKFILL_ARGS:-} $BACKFILL \
+    > "$work/backfill-run.log" 2>&1 || rc=1
+  tail -n 1 "$work/backfill-run.log"
+fi
 if [ "${PER_COMMIT:-1}" = 1 ]; then bash ci/per-commit.sh > "$work/per-commit.log" 2>&1 || rc=1; fi
 pack
 for extra in ${EXTRAS:-}; do

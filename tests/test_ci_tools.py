@@ -327,22 +327,32 @@ def test_the_gpu_job_never_runs_forks_and_pushes_only_from_main():
     wf = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
     on = wf.get("on", wf.get(True))                  # YAML 1.1 reads a bare `on` as True
     assert "pull_request" in on and "pull_request_target" not in on
-    job = wf["jobs"]["per-commit"]
+    fork_guard = ("github.event_name != 'pull_request' || "
+                  "github.event.pull_request.head.repo.full_name == github.repository")
+    assert wf["jobs"]["plan"]["if"] == fork_guard
+    job = wf["jobs"]["per-commit"]                   # one per GPU model (tests/test_fleet.py)
     assert "self-hosted" in job["runs-on"]
-    assert job["if"] == ("github.event_name != 'pull_request' || "
-                         "github.event.pull_request.head.repo.full_name == github.repository")
-    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert job["if"].startswith(f"({fork_guard})") and job["needs"] == "plan"
+    assert job["permissions"] == {"contents": "write"}
     assert wf["permissions"] == {"contents": "read"}
     on_main = job["env"]["ON_MAIN"]
     assert "refs/heads/main" in on_main and "pull_request" not in on_main
     steps = {s.get("name") or s["uses"]: s for s in job["steps"]}
     keep = steps["Keep the results (commit them back to main)"]
     assert "env.ON_MAIN == 'true'" in keep["if"]
-    assert "env.ON_MAIN == 'true'" in steps["actions/upload-pages-artifact@v5"]["if"]
-    pushes = [n for n, s in steps.items() if "git push" in s.get("run", "")]
+    pushes = [n for n, s in steps.items() if "git push" in s.get("run", "")
+              or "push-results.sh" in s.get("run", "")]
     assert pushes == ["Keep the results (commit them back to main)"]
-    comment = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/github-script"))
-    assert "github.event_name == 'pull_request'" in comment["if"]
     summary = next(s for s in job["steps"] if "ci/summary.sh" in s.get("run", ""))
     assert summary["if"] == "always()"
+    backfill = wf["jobs"]["backfill"]                # pushes only from main (PUSH=1 there)
+    assert backfill["if"].startswith("github.event_name == 'workflow_dispatch'")
+    assert backfill["env"]["PUSH"] == "${{ github.ref == 'refs/heads/main' && '1' || '0' }}"
+    fleet = wf["jobs"]["fleet"]                      # the summary over the fleet, the comment, Pages
+    assert fleet["permissions"] == {"contents": "read", "pull-requests": "write"}
+    fsteps = {s.get("name") or s["uses"]: s for s in fleet["steps"]}
+    assert "env.ON_MAIN == 'true'" in fsteps["actions/upload-pages-artifact@v5"]["if"]
+    comment = next(s for s in fleet["steps"] if s.get("uses", "").startswith("actions/github-script"))
+    assert "github.event_name == 'pull_request'" in comment["if"]
+    assert not any("git push" in s.get("run", "") for s in fleet["steps"])
     assert "refs/heads/main" in wf["jobs"]["pages"]["if"]

@@ -120,10 +120,24 @@ def splice(text: str, table: str) -> str:
     return text[:i + len(BEGIN)] + "\n" + table + "\n" + text[j:]
 
 
+def _shown(file: str, results: str) -> str | None:
+    """With several machines in the results (a fleet) and no --machine: the one the file's
+    table already shows (its caption names `results/<machine>/`), so that every machine's
+    job writes the same table."""
+    import re
+    try:
+        text = Path(file).read_text()
+    except OSError:
+        return None
+    i = text.find(BEGIN)
+    hit = re.search(r"`results/([^/`]+)/", text[i:]) if i >= 0 else None
+    return hit.group(1) if hit and (Path(results) / hit.group(1)).is_dir() else None
+
+
 def run(args) -> int:
     from ..track.history import HistoryError, load_runs, resolve_machine
     try:
-        machine = resolve_machine(args.results, args.machine)
+        machine = resolve_machine(args.results, args.machine or _shown(args.file, args.results))
         runs, _ = load_runs(args.results, machine)
     except HistoryError as exc:
         raise UsageError(str(exc)) from None

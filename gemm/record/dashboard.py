@@ -45,7 +45,8 @@ SCRIPT = r"""
 })();
 """
 
-STYLE = ("section.machine,table.heat{display:none}section.machine.on{display:block}"
+STYLE = ("td.na{color:#78909c;font-style:italic;background:#fafafa}"
+         "section.machine,table.heat{display:none}section.machine.on{display:block}"
          "table.heat.on{display:table}.cmp-anchor span.p,span.a{display:none}"
          ".cmp-anchor span.a{display:inline}")
 
@@ -103,7 +104,21 @@ def _cell(m: Machine, c: str, target: str, size: str, metric: str, baseline: boo
             f"</a></td>")
 
 
-def heat_table(m: Machine, metric: str, cols: list[str], on: bool) -> str:
+def not_applicable(m: Machine, target: str) -> str:
+    """Why a kernel another machine records has no series on this one: the registry's arch
+    (an sm_90a kernel on an Ampere runner), else that this machine never recorded it. Shown
+    as n/a, never as a failure: the gate judges a machine against its own history only."""
+    from ..core import registry
+    try:
+        arch = registry.get(target).arch
+    except (KeyError, ValueError):
+        arch = None
+    why = registry.arch_support(arch, m.gpu_arch) if arch and m.gpu_arch else None
+    return why or f"never recorded on {m.name}"
+
+
+def heat_table(m: Machine, metric: str, cols: list[str], on: bool,
+               elsewhere: tuple = ()) -> str:
     groups = [(k, False) for k in sorted({t for t, _ in m.series(metric)})]
     if metric == "tflops":   # the cuBLAS baselines: not judged, but they show a machine shift
         groups += [(b, True) for b in sorted({t for t, _ in m.series(metric, True)})]
@@ -123,6 +138,12 @@ def heat_table(m: Machine, metric: str, cols: list[str], on: bool) -> str:
                        f"{head}<th class=mono><a href='{href}'>{esc(s)}</a></th>"
                        + "".join(_cell(m, c, target, s, metric, baseline, i == 0)
                                  for i, c in enumerate(cols)) + "</tr>")
+    for target in elsewhere:   # recorded by another machine only: not applicable here
+        why = not_applicable(m, target)
+        out.append(f"<tr class='k0 na'><th class=k title='{esc(label(target))}'>"
+                   f"{esc(label(target))}</th><th class='small muted'>every size</th>"
+                   f"<td class=na colspan={len(cols)} data-na='{esc(target)}' title='{esc(why)}'>"
+                   f"n/a on {esc(m.name)}: {esc(why)}</td></tr>")
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -142,7 +163,7 @@ def _attention(m: Machine, cols: list[str]) -> str:
     return "<p class=small>Needs attention: " + "".join(items) + "</p>"
 
 
-def section(m: Machine, newest: int, on: bool) -> str:
+def section(m: Machine, newest: int, on: bool, everywhere: dict | None = None) -> str:
     cols = list(reversed(m.commits[-newest:]))
     if not cols:
         return (f"<section class='machine{' on' if on else ''}' data-machine='{esc(m.name)}'>"
@@ -152,7 +173,9 @@ def section(m: Machine, newest: int, on: bool) -> str:
             f"<p class=small><b>{esc(m.name)}</b>: the newest {len(cols)} of "
             f"{len(m.commits)} recorded commits; anchor {anchor}.</p>"
             + _attention(m, cols)
-            + "".join(heat_table(m, k, cols, k == "tflops") for k in GATED) + "</section>")
+            + "".join(heat_table(m, k, cols, k == "tflops", tuple(sorted(
+                (everywhere or {}).get(k, set()) - {t for t, _ in m.series(k)})))
+                      for k in GATED) + "</section>")
 
 
 def render(machines: list[Machine], newest: int = NEWEST) -> str:
@@ -172,8 +195,10 @@ def render(machines: list[Machine], newest: int = NEWEST) -> str:
              "series at that commit (<code>gemm regress</code>), not the size of the change: a "
              "lent GPU's speed moves values by a percent or two, and only the A/B tells code "
              "from machine. Click a cell for the series' history and the A/B's rounds.</p>")
+    # the kernels any machine records: a machine without one shows it as n/a
+    everywhere = {k: {t for m in machines for t, _ in m.series(k)} for k in GATED}
     body = (intro + controls + legend() + "".join(
-        section(m, newest, i == 0) for i, m in enumerate(machines)))
+        section(m, newest, i == 0, everywhere) for i, m in enumerate(machines)))
     html = page("gemm benchmarks: dashboard", f"<style>{STYLE}</style>" + body,
                 nav("", "index.html"), SCRIPT)
     first = esc(machines[0].name) if machines else ""

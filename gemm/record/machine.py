@@ -14,7 +14,8 @@ import platform
 from pathlib import Path
 
 IDENTITY = ("machine", "arch", "gpu", "gpu_arch")         # what a series is measured on
-HOST = ("os", "cpu", "num_cpu", "ram", "driver", "cuda")    # what a lent host happens to have
+HOST = ("os", "cpu", "num_cpu", "ram", "driver", "cuda",     # what a lent host happens to have
+        "host", "gpu_uuid")    # which runner and which GPU of the model made the run (a fleet)
 HOST_KEY = "gemm_host"
 
 
@@ -28,14 +29,30 @@ def host(info: dict) -> dict:
 
 
 def host_facts(name: str | None = None) -> dict:
-    """This host's facts (HOST): from the GPU where one answers, else what the OS says."""
+    """This host's facts (HOST): from the GPU where one answers, else what the OS says; with
+    the host's name and the measured GPU's UUID (NVML, the GPU that CUDA_VISIBLE_DEVICES
+    shows), so that the runs of several runners of one model tell which GPU made them."""
     try:
         from ..measure.facts import machine_info
-        return host(machine_info(name))
+        out = host(machine_info(name))
     except Exception:   # no GPU or no driver here: the OS's facts only
         out = {"os": platform.platform(), "cpu": platform.processor() or platform.machine(),
                "num_cpu": str(os.cpu_count())}
-        return out
+    out["host"] = platform.node()
+    uuid = gpu_uuid()
+    if uuid:
+        out["gpu_uuid"] = uuid
+    return out
+
+
+def gpu_uuid() -> str | None:
+    """'GPU-304aee7c-...': the UUID of the GPU this process measures on, or None."""
+    try:
+        from ..measure.facts import gpu_identity
+        ident = gpu_identity()
+    except Exception:
+        return None
+    return ident.rsplit(" ", 1)[-1] if ident else None
 
 
 def unify_params(data: dict, facts: dict | None = None) -> bool:

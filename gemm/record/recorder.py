@@ -73,12 +73,17 @@ def _update_suite(src: Path, dst: Path, replace: bool) -> None:
     replaces today's definitions."""
     if not src.exists():
         return
-    data = json.loads(src.read_text())
-    if not replace and dst.exists():
-        data = {**data, **json.loads(dst.read_text())}
-    tmp = dst.with_name(dst.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    os.replace(tmp, dst)
+    import fcntl
+    # lanes of one host (ci/backfill.sh under ci/device-lanes.sh) record into one results/:
+    # the read-merge-write is under a lock, so no lane's additions are lost to another's
+    with open(dst.with_name(dst.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(src.read_text())
+        if not replace and dst.exists():
+            data = {**data, **json.loads(dst.read_text())}
+        tmp = dst.with_name(f"{dst.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, dst)
 
 
 def record(repo: Path, machine: str, commit: str, extra_args=(), results: Path | None = None) -> Path:

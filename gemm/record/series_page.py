@@ -82,7 +82,8 @@ def chart(m: Machine, target: str, size: str, metric: str, baseline: bool) -> st
     for i, ((c, v), y, x) in enumerate(zip(pts, ys, xs)):
         verdict = None if baseline else m.verdict(c, target, size, metric)
         cls = CLASSES.get(verdict, "none")
-        tip = f"{c[:8]}: {v:.4g} ({y:+.2f} %), gate: {verdict or 'not judged'}"
+        tip = f"{c[:8]}: {v:.4g} ({y:+.2f} %), gate: {verdict or 'not judged'}" + (
+            f", {m.gpus[c]}" if m.gpus.get(c) else "")
         yy = sy(min(max(y, lo), hi))
         if y > hi or y < lo:   # off the robust scale: drawn at the edge, its value written
             out.append(f"<text x='{x:.1f}' y='{yy + (12 if y < lo else -6):.1f}' "
@@ -120,9 +121,10 @@ def table(m: Machine, target: str, size: str, metric: str, baseline: bool) -> st
     ref, ref_label = m.reference(target, size, metric, baseline)
     head = ("<table class=list><colgroup><col style='width:90px'><col style='width:130px'>"
             "<col style='width:80px'><col style='width:80px'><col style='width:80px'>"
-            "<col style='width:110px'><col></colgroup><tr><th>commit</th><th>date</th>"
+            "<col style='width:110px'><col style='width:150px'><col></colgroup><tr>"
+            "<th>commit</th><th>date</th>"
             f"<th>value</th><th>vs previous</th><th>vs {esc(ref_label)}</th><th>gate</th>"
-            "<th>the gate's note and the A/B's rounds</th></tr>")
+            "<th>GPU</th><th>the gate's note and the A/B's rounds</th></tr>")
     rows = []
     for c, v in reversed(m.points(target, size, metric, baseline)):
         verdict = None if baseline else m.verdict(c, target, size, metric)
@@ -136,6 +138,7 @@ def table(m: Machine, target: str, size: str, metric: str, baseline: bool) -> st
                     f"<td>{v:.4g}</td><td>{pct(m.change_prev(c, target, size, metric, baseline), 2)}"
                     f"</td><td>{pct(v / ref - 1, 2) if ref else ''}</td>"
                     f"<td class='c-{cls}'>{esc(verdict or 'not judged')}</td>"
+                    f"<td class='small mono'>{esc(m.gpus.get(c) or '')}</td>"
                     f"<td><span class=small>{esc(hist)}</span>{note}{rounds(r)}</td></tr>")
     return head + "".join(rows) + "</table>"
 

@@ -50,6 +50,8 @@ class Machine:
     files: dict              # commit -> kept verdict file (dict)
     anchor: str | None       # the anchor named now (else the newest judgement's)
     rows: dict = field(default_factory=dict)   # commit -> {(kernel, size, metric): row}
+    gpus: dict = field(default_factory=dict)   # commit -> which GPU made its run (gemm_host)
+    gpu_arch: str | None = None                # the model's sm_XY (results/<machine>/machine.json)
 
     # --- the series ------------------------------------------------------------------
     def series(self, metric: str, baseline: bool = False) -> list[tuple[str, str]]:
@@ -140,11 +142,37 @@ def _rows(f: dict) -> dict:
     return out
 
 
+def gpu_of(path) -> str | None:
+    """Which GPU made a recorded run: its UUID's first block (GPU-304aee7c) and the runner's
+    host name, as kept under "gemm_host" (gemm.record.machine.host_facts); None where the
+    file keeps neither (runs recorded before a fleet)."""
+    import json
+    try:
+        facts = json.loads(Path(path).read_text()).get("gemm_host") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    uuid = str(facts.get("gpu_uuid") or "")
+    gpu = "-".join(uuid.split("-")[:2]) if uuid else ""
+    host = str(facts.get("host") or "")
+    return " on ".join(x for x in (gpu, host) if x) or None
+
+
+def _gpu_arch(results, machine: str) -> str | None:
+    import json
+    try:
+        return json.loads((Path(results) / machine / "machine.json").read_text()).get("gpu_arch")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None) -> Machine:
     runs, _ = load_runs(results, machine)
     values: dict = {}
-    commits, dates = [], {}
+    commits, dates, gpus = [], {}, {}
     for r in runs:
+        gpu = gpu_of(r.path)
+        if gpu:
+            gpus[r.commit] = gpu
         got = False
         for key, p in r.points.items():
             if key.metric in GATED and finite(p.value) and p.value > 0:
@@ -162,6 +190,8 @@ def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None)
         anchor = files[judged[-1]]["summary"]["anchor"] if judged else None
     m = Machine(machine, commits, dates, values, files, anchor)
     m.rows = {c: _rows(f) for c, f in files.items()}
+    m.gpus = gpus
+    m.gpu_arch = _gpu_arch(results, machine)
     return m
 
 
