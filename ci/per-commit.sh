@@ -46,6 +46,8 @@ if stage record bash ci/record.sh; then
        echo "   regress: A/B budget ${budget} s (job deadline ${JOB_DEADLINE_S:-360} s, ${SECONDS} s spent)" ;;
   esac
   stage regress bash ci/regress.sh --all "${budget_args[@]}"
+  # why each confirmed DROP dropped: both builds' resources, SASS, launch (no GPU; never fails)
+  bash ci/explain.sh || true
 else
   rm -f "$OUT/regress.json"; stages+=(--stage regress=skipped)
 fi

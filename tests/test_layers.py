@@ -6,6 +6,7 @@ layers without a GPU work where the CUDA libraries cannot even be imported.
   measure  -> core, cuda, measure
   track    -> core, track                         (the A/B measures through `gemm measure`)
   record   -> core, track, record, measure        (asv's setup_cache runs a sweep)
+  explain  -> core, explain                       (nvcc, cuobjdump and git as tools, no GPU)
   cli, api, testing -> anything
 """
 import ast
@@ -22,6 +23,7 @@ ALLOWED = {
     "measure": {"core", "cuda", "measure"},
     "track": {"core", "track"},
     "record": {"core", "track", "record", "measure"},
+    "explain": {"core", "explain"},
 }
 GPU_LIBS = ("pycuda", "nvmath", "cuda", "pynvml")
 

@@ -16,6 +16,7 @@ import sys
 
 from . import (bench, calibrate, check, listing, machine, measure, plot, publish, record,
                readme, regress, show, summary, tune)
+from . import explain
 from ..core.registry import RegistryError
 from .common import UsageError
 from .record import _bench_regex, fault_injection_in  # noqa: F401  (imported from here too)
@@ -41,6 +42,7 @@ COMMANDS = (
      " and write the winners per size class to kernels/tuned/<gpu>.toml"),
     ("machine", machine, "write asv's machine file for this GPU"),
     ("summary", summary, "markdown summary of a commit's sweeps and gate report (CI)"),
+    ("explain", explain, "why a kernel changed: resources, SASS and launch of two builds (no GPU)"),
     ("readme", readme, "README.md's results table from the newest recorded run (--check: compare)"),
 )
 

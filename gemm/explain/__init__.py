@@ -1,0 +1,36 @@
+"""Why did a kernel get slower? `gemm explain`: two builds of a kernel (two revisions, or
+one revision with different defines) compared without a GPU: resources and occupancy per
+entry point, SASS instruction mix (whole function and K loop), the K loop's diff and the
+launch at a size. Layers: core and itself (no GPU libraries; nvcc, cuobjdump and git as
+tools). docs/explain.md says how to read it."""
+from __future__ import annotations
+
+from ..core.problem import Problem
+from . import build as _build
+from . import resources as _res
+from .report import Explanation, compare
+
+__all__ = ["explain", "Explanation"]
+
+
+def explain(kernel: str, size: str, old: str | None = None, new: str = "HEAD", repo=".",
+            old_defines: dict | None = None, new_defines: dict | None = None,
+            arch: str = _build.DEFAULT_ARCH, gpu: str = _build.DEFAULT_GPU,
+            limits: _res.SmLimits = _res.SM90) -> Explanation:
+    """Build `kernel` at `old` and `new` (git revisions; "." the working tree) with their
+    own registry entries, overridden by old_defines / new_defines, and compare them at
+    `size`. `old` defaults to new's parent (HEAD for the working tree), or to `new` itself
+    where defines are given.
+    Raises build.ExplainError (one sentence) where it cannot."""
+    try:
+        prob = Problem.parse(size)
+    except (ValueError, TypeError) as exc:
+        raise _build.ExplainError(str(exc)) from None
+    if old is None:
+        old = new if (old_defines or new_defines) else (
+            "HEAD" if new == _build.WORKTREE else f"{new}~1")
+    tools = _build.find_tools()
+    with _build.checkout(repo, [old, new]) as trees:
+        a = _build.build(tools, trees[old], kernel, prob, arch, gpu, old_defines, limits)
+        b = _build.build(tools, trees[new], kernel, prob, arch, gpu, new_defines, limits)
+    return compare(a, b, prob.label, limits)

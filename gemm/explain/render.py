@@ -1,0 +1,126 @@
+"""An explanation as a table for people: the two sides, resources per entry point, the SASS
+mix (whole function and K loop per iteration), the launch, the K loop's diff, the summary."""
+from __future__ import annotations
+
+from . import resources as res
+from . import sass
+from .build import Build
+from .report import Explanation, _fmt, entry_facts, launch_facts
+
+
+def side(b: Build) -> str:
+    where = f"{b.rev} ({b.commit[:10]})" if b.commit else "working tree"
+    return where
+
+
+def _row(label: str, old, new, width: int = 26) -> str:
+    mark = "" if old == new else "   *"
+    return f"  {label:<{width}} {str(old):>14} {str(new):>14}{mark}"
+
+
+def render(ex: Explanation) -> str:
+    o, n = ex.old, ex.new
+    out = [f"gemm explain {ex.kernel} at {ex.size}: {o.arch}, occupancy for {ex.limits.name}, "
+           f"static (no GPU counters)",
+           f"  old: {side(o)}, defines: {o.defines_source}",
+           f"  new: {side(n)}, defines: {n.defines_source}"]
+    if ex.defines:
+        out.append("  defines changed: " + ", ".join(f"{k} {a} -> {b}"
+                                                    for k, a, b in _triples(ex.defines)))
+    else:
+        out.append("  defines: " + " ".join(f"{k}={v}" for k, v in n.defines.items())
+                   + " (same on both sides)")
+    if ex.options:
+        out.append(f"  nvcc flags: {' '.join(ex.options[0])} -> {' '.join(ex.options[1])}")
+    out.append(f"  source: {'same' if o.source_sha256 == n.source_sha256 else 'differs'} "
+               f"(the kernel's .cu and what it includes)")
+    out.append("")
+    out.append(f"  {'resources':<26} {'old':>14} {'new':>14}")
+    for entry, d in ex.entries.items():
+        out.append(f" {entry}")
+        if not all(d.present):
+            out.append(f"  {'only in the ' + ('new' if d.present[1] else 'old') + ' build'}")
+            continue
+        a, b = entry_facts(o, entry), entry_facts(n, entry)
+        out.append(_row("registers", a["regs"], b["regs"]))
+        out.append(_row("stack / spill st / ld", _trio(a), _trio(b)))
+        out.append(_row("static smem", res.kib(a["static_smem"]), res.kib(b["static_smem"])))
+        out.append(_row("dynamic smem", res.kib(a["dynamic_smem"]), res.kib(b["dynamic_smem"])))
+        out.append(_row("blocks/SM", a["blocks_per_sm"], b["blocks_per_sm"]))
+        out.append(_row("  limited by", a["limiter"], b["limiter"]))
+    out.append("")
+    out += _mix_table(ex)
+    out.append("")
+    a, b = launch_facts(o), launch_facts(n)
+    out.append(f"  {'launch at ' + ex.size:<26} {'old':>14} {'new':>14}")
+    for k in ("grid", "block", "dynamic_smem", "tiles", "blocks_per_sm", "waves"):
+        out.append(_row(k.replace("_", " ") if k != "waves" else "waves (tiles/SMs/bl.)",
+                        _fmt(k, a[k]), _fmt(k, b[k])))
+    for label, ln in (("old", o.launch), ("new", n.launch)):
+        if ln.refused:
+            out.append(f"  {label}: refused: {ln.refused}")
+    shown = next((e for e, d in ex.entries.items() if d.loop_diff), None)
+    if shown:
+        out.append("")
+        out.append(f"  K loop of {shown}, registers normalised, runs of one opcode collapsed "
+                   f"(unified diff):")
+        out += ["    " + ln for ln in ex.entries[shown].loop_diff]
+        more = [e for e, d in ex.entries.items() if d.loop_diff and e != shown]
+        if more:
+            out.append(f"  (the K loops of {', '.join(more)} differ too: --json has their diffs)")
+    out.append("")
+    out.append(f"summary: {ex.summary}")
+    return "\n".join(out)
+
+
+def _triples(pairs: dict):
+    return [(k, v[0], v[1]) for k, v in pairs.items()]
+
+
+def _trio(f: dict) -> str:
+    return f"{f['stack']}/{f['spill_stores']}/{f['spill_loads']}"
+
+
+def _mix_table(ex: Explanation) -> list[str]:
+    out = []
+    for entry, d in ex.entries.items():
+        if not all(d.present):
+            continue
+        a, b = ex.old.entries[entry], ex.new.entries[entry]
+        if d.identical_sass:
+            out.append(f" {entry}: identical SASS ({sum(a.mix.values())} instructions)")
+            continue
+        if out:   # entries after the first: one line of what changed
+            loop = ", ".join(f"{k} {x or 0} -> {y or 0}" for k, (x, y) in d.loop_mix.items())
+            out.append(f" {entry}: SASS " + (", ".join(f"{k} {x} -> {y}" for k, (x, y)
+                                                      in d.mix.items()) or "same mix")
+                       + (f"; K loop per iteration: {loop}" if loop else ""))
+            continue
+        la, lb = a.loop, b.loop
+        loops = (f"K loop {_span(la)} -> {_span(lb)}")
+        out.append(f" {entry}: SASS by class, whole function and {loops}")
+        out.append(f"  {'class':<10} {'old':>7} {'new':>7} {'diff':>6}   "
+                   f"{'loop old':>8} {'new':>6} {'diff':>6}")
+        for c in sass.InstrClass:
+            fo, fn = a.mix[c.value], b.mix[c.value]
+            lo = la.mix[c.value] if la else 0
+            ln = lb.mix[c.value] if lb else 0
+            out.append(f"  {c.value:<10} {fo:>7} {fn:>7} {_d(fo, fn):>6}   {lo:>8} {ln:>6} "
+                       f"{_d(lo, ln):>6}")
+        out.append(f"  {'total':<10} {len(a.listing):>7} {len(b.listing):>7} "
+                   f"{_d(len(a.listing), len(b.listing)):>6}   "
+                   f"{la.instructions if la else 0:>8} {lb.instructions if lb else 0:>6} "
+                   f"{_d(la.instructions if la else 0, lb.instructions if lb else 0):>6}")
+        if d.loop_opcodes:
+            ops = sorted(d.loop_opcodes.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))[:8]
+            out.append("  K loop opcodes: " + ", ".join(f"{op} {x} -> {y}"
+                                                        for op, (x, y) in ops))
+    return out
+
+
+def _span(lp) -> str:
+    return f"[{lp.start:#x}, {lp.end:#x}]" if lp else "(none)"
+
+
+def _d(a: int, b: int) -> str:
+    return "" if a == b else f"{b - a:+d}"
