@@ -207,3 +207,33 @@ def test_one_round_of_the_robust_rule_is_as_wide_as_the_plain_spread():
     assert d.effect_robust(ref, new, 0.01, 1e-3, 16, asymptotic).hi < -0.005
     widened = d.RobustNoise(0.00118, 0.00134, 25, p.small)
     assert d.effect_robust(ref, new, 0.01, 1e-3, 16, widened).hi > -0.005
+
+
+def test_a_prior_the_rounds_reject_is_not_pooled():
+    """Rounds whose own spread the calibrated noise cannot explain (a GPU that stepped between
+    them) are judged on their own spread: the prior's dof does not join."""
+    prior = d.Noise(0.001, 40)
+    steady = d.effect_rounds([[30.0, 30.0], [30.0, 30.0]], [[29.7, 29.7], [29.71, 29.71]],
+                             0.01, family=10, prior=prior)
+    assert steady.dof == 41 and steady.verdict == d.DROP
+    stepped = d.effect_rounds([[30.0, 30.0], [30.0, 30.0]], [[29.1, 29.1], [30.0, 30.0]],
+                              0.01, family=10, prior=prior)
+    assert stepped.dof == 1 and stepped.verdict == d.AMBIGUOUS
+
+
+def test_the_aa_guard_fails_when_its_rounds_disagree_with_the_prior():
+    """The reference moved +2 % in one round and -2 % in the next: the mean move is nil, but
+    no calibrated noise of 0.1 % makes rounds that far apart."""
+    prior = d.Noise(0.001, 40)
+    ok, _ = d.aa_stable([30.0, 30.0], [30.01, 29.99], 0.01, prior=prior)
+    assert ok
+    moved, _ = d.aa_stable([30.0, 30.0], [30.6, 29.4], 0.01, prior=prior)
+    assert not moved
+
+
+def test_a_borrowed_prior_widens_the_minimum_effect():
+    from gemm.track.gate import GateConfig
+    own, borrowed = d.Noise(0.003, 68), d.Noise(0.003, 68, borrowed=True)
+    cfg = GateConfig()
+    assert cfg.min_effect_at("4096", own) < cfg.min_effect_at("4096", borrowed)
+    assert cfg.min_effect_at("4096", None) == cfg.effect_for("4096") == 0.01

@@ -1,13 +1,16 @@
 """UNRESOLVED is never a silent pass: a large series the A/B left UNRESOLVED at the commits
 just before this one is a candidate again, measured first (ABRun.priority), against the
-newest earlier commit and the anchor (the anchor sees a drop that the step from the previous
-commit no longer shows); and it fails the gate once it has been UNRESOLVED at
-GateConfig.carry_commits commits running (gate.failed).
+anchor (which sees a drop that the step from the previous commit no longer shows; against the
+previous commit too where the screen flags it now); and it fails the gate once it has been
+UNRESOLVED at GateConfig.carry_commits commits running (gate.failed). Where no A/B can be
+made, a row that is a candidate only because it was carried stays UNRESOLVED (the count goes
+on), not an unconfirmed DROP.
 
 The evidence comes with it: the rounds the newest of those commits kept against the anchor
-(they hold the rounds it had carried in turn) join this commit's rounds against the anchor
-as earlier rounds, where the code they measured is this commit's code (the kernel's source,
-the headers, the launch and measurement layers unchanged since: git diff). So a series too
+(they hold the rounds it had carried in turn; never rounds its A/A control rejected) join
+this commit's rounds against the anchor as earlier rounds, where the code they measured is
+this commit's code (git diff: MEASURED_BY). They are never decided on alone, nor judged by
+this run's A/A control; with them the comparison is decided by means, round by round. So a series too
 noisy to decide within one job's budget is decided over a few commits, one way or the other.
 """
 from __future__ import annotations
@@ -15,9 +18,13 @@ from __future__ import annotations
 import subprocess
 
 from . import verdicts
+from .confirm import carried
 from .gate import Row, Verdict, size_class
 
-MEASURED_BY = ("kernels/common.cuh", "kernels/hopper.cuh", "gemm/cuda", "gemm/measure")
+# what decides how a kernel is built and measured: every kernel file and the registry (its
+# defines, the tuned tables), the core rules (problems, geometry, policy), the launch and
+# measurement layers and the entry point the A/B measures through
+MEASURED_BY = ("kernels", "gemm/core", "gemm/cuda", "gemm/measure", "gemm/cli/measure.py")
 
 
 def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
@@ -26,6 +33,8 @@ def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str
     up to the first that is not."""
     out = []
     for run in reversed(earlier):
+        if run.commit in out:      # a commit recorded twice is one commit
+            continue
         kept = verdicts.load(root, machine, run.commit).get(key)
         if kept is None or kept.get("verdict") != Verdict.UNRESOLVED:
             break
@@ -54,16 +63,17 @@ def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
 
 
 def same_code(repo, older: str, newer: str, kernel: str) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code (git: no change to its source, the
-    kernel headers, gemm/cuda, gemm/measure)? False where git cannot tell."""
+    """Does `newer` measure `kernel` with `older`'s code (git: no change to the kernels, the
+    registry, gemm/core, gemm/cuda, gemm/measure, `gemm measure`)? False where git cannot
+    tell, or for a kernel the registry does not know."""
     from ..core import registry
     try:
-        source = f"kernels/{registry.get(kernel).file}"
+        registry.get(kernel)
     except (KeyError, ValueError):
         return False
     try:
         out = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", older, newer, "--",
-                              source, *MEASURED_BY], capture_output=True, timeout=60)
+                              *MEASURED_BY], capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return False
     return out.returncode == 0
@@ -79,9 +89,11 @@ def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
             continue
         older = r.carried[0]
         kept = verdicts.load(root, machine, older).get((r.kernel, r.size, r.metric)) or {}
+        # only rounds the A/A control let stand ("carry"; files from before it said so: none)
         got = next((e.get("values") for e in kept.get("effects") or []
-                    if e.get("against") == r.anchor and e.get("values")), None)
-        if not got or not got.get("first") or not same_code(repo, older, judged, r.kernel):
+                    if e.get("against") == r.anchor and e.get("values")
+                    and e.get("carry") is True), None)
+        if not carried(got)[0] or not same_code(repo, older, judged, r.kernel):
             continue
         r.carried_rounds[r.anchor] = got
         n += 1

@@ -36,7 +36,7 @@ import time
 
 from ..core import stats
 from . import abtest, decision, plan
-from .gate import GateConfig, Row, Verdict, candidates_against
+from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
 
 
 def gpu_present() -> tuple[bool, str]:
@@ -62,6 +62,10 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     if not ok:
         for r in cands:
             _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
+            if r.unconfirmed and r.carried and not past_screen(r):
+                # a candidate only because it was carried: still UNRESOLVED (gate.failed counts)
+                r.verdict, r.unconfirmed = Verdict.UNRESOLVED, False
+                r.note = f"carried UNRESOLVED, no A/B here: {why}"
         return []
     comparisons = [(r, c) for r in cands for c in candidates_against(r)]
     for r in cands:
@@ -101,6 +105,8 @@ class ABRun:
         self.n = 0                        # rounds so far
         self.values: dict = {}            # (arm, key) -> {round: values}
         self.unguarded = False            # said once: no series here can judge the GPU
+        self.untrusted: set[int] = set()  # left open because the A/A control moved: their
+                                          # rounds are not carried to the next commit
         self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
 
     def prior(self, r: Row):
@@ -166,6 +172,11 @@ class ABRun:
                 ks.append(got["k"])
         upto = self.upto.get(i)
         return (refs, news, ks) if upto is None else (refs[:upto], news[:upto], ks[:upto])
+
+    def kept(self, i: int) -> int:
+        """How many of comparison i's rounds were kept from an earlier commit (gemm.track.carry)."""
+        r, c = self.comps[i]
+        return len(carried(r.carried_rounds.get(c))[0])
 
     def new_values(self, r: Row) -> list:
         """Every value of the row's new code measured here, round by round."""
@@ -246,7 +257,8 @@ class ABRun:
                      "to guard their A/B)")
         for i in judges:
             r, c = self.comps[i]
-            refs, pairs, ks = self.paired(i)
+            kept = self.kept(i)
+            refs, pairs, ks = (x[kept:] for x in self.paired(i))   # rounds measured here
             first, last = [a for a, _ in refs], [b for _, b in refs]
             if not refs or None in first or None in last or any(None in p for p in pairs):
                 continue
@@ -260,7 +272,7 @@ class ABRun:
         for i in self.undecided():
             r, c = self.comps[i]
             refs, news, _ = self.paired(i)
-            if not refs:               # not measured yet (the rounds so far had no room)
+            if len(refs) <= self.kept(i):   # not measured here yet (no room so far)
                 continue
             if any(v is None for p in news for v in p):
                 self.failed[i] = (True, "the new code failed when measured here")
@@ -300,8 +312,8 @@ class ABRun:
         # the rounds this comparison was measured in (its row's new code may have been
         # measured in others, for its comparison with another commit)
         refs, news, _ = self.paired(i)
-        return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r),
-                               self.robust_prior(r))
+        robust = None if self.kept(i) else self.robust_prior(r)   # kept rounds: round by round
+        return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust)
 
     def run(self) -> None:
         restarts, n, total = 0, 0, 0
@@ -329,6 +341,7 @@ class ABRun:
             if moved and self.overtime:
                 # in overtime: what was decided within the budget stands (as with no overtime);
                 # only the comparisons measured on are left open, and said why
+                self.untrusted.update(self.undecided())
                 for i in self.undecided():
                     self.close(i, f"the A/A control moved during overtime ({moved})")
                 break
@@ -342,6 +355,7 @@ class ABRun:
                     self.closed, self.overtime, self.over_measured = {}, set(), set()
                     self.upto = {}
                     continue
+                self.untrusted.update(self.undecided())
                 self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
                 return
             self.decide_round()
@@ -421,7 +435,8 @@ class ABRun:
             for i in idxs:
                 c = self.comps[i][1]
                 refs, news, ks = self.paired(i)
-                ref = [x for p in refs for x in p if x is not None]
+                kept = self.kept(i)
+                ref = [x for p in refs[kept:] for x in p if x is not None]
                 new = [x for x in self.new_values(r) if x is not None]
                 if new:
                     r.remeasured = r.ab_new = stats.median(new)
@@ -433,7 +448,8 @@ class ABRun:
                     parts.append(f"vs {c[:10]}: {why_failed}")
                     continue
                 e = self.decided.get(i)
-                if e is None and refs and None not in [x for p in refs + news for x in p]:
+                if (e is None and len(refs) > kept
+                        and None not in [x for p in refs + news for x in p]):
                     try:
                         e = self.effect(i)
                     except ValueError:     # no complete round
@@ -458,7 +474,6 @@ class ABRun:
                     parts[-1] += " (Huber locations: the robust rule)"
                 if i in self.over_measured:
                     parts[-1] += " (overtime: measured past the time budget)"
-                kept = len(carried(r.carried_rounds.get(c))[0])
                 if kept:
                     parts[-1] += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, "
                                   "the same code, UNRESOLVED there)")
@@ -470,6 +485,8 @@ class ABRun:
                                   "n_new": e.n_new,
                                   "rule": "huber" if self.robust_prior(r) is not None else "mean",
                                   "overtime": i in self.over_measured,
+                                  # may the next commit carry these rounds (gemm.track.carry)?
+                                  "carry": i not in self.untrusted,
                                   # the per-process values it was decided on, in round
                                   # order, so a later rule can be tried on this evidence
                                   "values": {"first": [a for a, _ in refs],
@@ -500,13 +517,20 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
 
 
 def carried(values: dict | None) -> tuple[list, list, list]:
-    """Kept rounds (a verdict's effect values: first, last, new in pairs, k) as paired()'s."""
+    """Kept rounds (a verdict's effect values: first, last, new in pairs, k) as paired()'s;
+    none unless every round is complete: positive numbers and an integer k for each."""
     if not values:
         return [], [], []
     first, last, new, ks = (values.get(x) or [] for x in ("first", "last", "new", "k"))
-    rounds = min(len(first), len(last), len(new) // 2, len(ks))
-    return ([[first[j], last[j]] for j in range(rounds)],
-            [new[2 * j:2 * j + 2] for j in range(rounds)], list(ks[:rounds]))
+    n = len(first)
+    ok = (n and len(last) == n and len(new) == 2 * n and len(ks) == n
+          and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
+                  and math.isfinite(x) for x in first + last + new)
+          and all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks))
+    if not ok:
+        return [], [], []
+    return ([[first[j], last[j]] for j in range(n)],
+            [new[2 * j:2 * j + 2] for j in range(n)], list(ks))
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:
