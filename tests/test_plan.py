@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from gemm.core.policy import CONFIRM, SUITE
-from gemm.track import abtest, confirm, decision, plan
+from gemm.track import abrun, abtest, confirm, decision, plan
 from gemm.track.gate import GateConfig, Row
 
 
@@ -40,7 +40,7 @@ def _fake(monkeypatch, level, start_s=5.0, target_s=5.0, noise=0.0005):
         return out
     monkeypatch.setattr(abtest, "measure", measure)
     monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
-    monkeypatch.setattr(confirm, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(confirm.ABRun, "unstable", lambda self: None)
     return now, calls
 

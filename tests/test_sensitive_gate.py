@@ -14,7 +14,7 @@ import time
 import pytest
 
 from gemm.cli import main as cli_main
-from gemm.track import anchor, calibration, decision
+from gemm.track import abrun, anchor, calibration, decision
 from gemm.track.gate import GateConfig
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import ARGS, commit_package, git, new_repo
@@ -261,7 +261,7 @@ def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
         return "a stand-in move" if checks[0] == moved_at else None
     monkeypatch.setattr(abtest, "measure", measure)
     monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
-    monkeypatch.setattr(confirm, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(confirm.ABRun, "unstable", unstable)
     cal = SimpleNamespace(prior=lambda *a: decision.Noise(noise, 40),
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)

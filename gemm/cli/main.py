@@ -75,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "against cuBLAS: list, benchmark, check, record, gate regressions.")
     p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name, module, summary in COMMANDS:
-        c = sub.add_parser(name, help=summary)
+    for name, module, one_line in COMMANDS:
+        c = sub.add_parser(name, help=one_line)
         module.add_arguments(c)
         c.set_defaults(fn=getattr(module, "run", None) or module.main)   # regress: main
     return p

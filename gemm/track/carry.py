@@ -18,7 +18,7 @@ from __future__ import annotations
 import subprocess
 
 from . import verdicts
-from .confirm import carried
+from .abrun import carried
 from .gate import Row, Verdict, size_class
 
 # what decides how a kernel is built and measured: every kernel file and the registry (its

@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.metrics import Series, parse_asv
+from ..core.metrics import parse_asv
 
 
 class HistoryError(RuntimeError):

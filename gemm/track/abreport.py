@@ -1,0 +1,102 @@
+"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note and effects: what the
+reports, the kept verdicts and the next commit's carried evidence read."""
+from __future__ import annotations
+
+import math
+
+from ..core import stats
+from . import decision
+from .gate import Row, Verdict
+
+
+def power_note(ab, r: Row, e) -> str:
+    """How many rounds this noise needs for a decision (decision.rounds_needed)."""
+    if not e.sigma or e.sigma != e.sigma:
+        return ""
+    prior = ab.prior(r)
+    rounds = e.n_new // 2
+    need = decision.rounds_needed(e.sigma, r.min_effect, ab.cfg.alpha, ab.family,
+                                  prior_dof=0 if prior is None else
+                                  rounds - 1 if prior.borrowed else prior.dof)
+    if need <= rounds:   # the noise allowed a decision: the effect sits on the margin
+        return (f"; the noise allows a decision, but the estimate lies on the decision "
+                f"margin (-{100 * r.min_effect / 2:g} %), between no change and a drop "
+                f"of {100 * r.min_effect:g} %, where either verdict is allowed")
+    return (f"; at this noise a decision takes about {need} rounds"
+            + (f" (--max-rounds {ab.cfg.max_rounds})" if need > ab.cfg.max_rounds else ""))
+
+
+def finish(ab, why_unresolved: str) -> None:
+    by_row: dict[int, list[int]] = {}
+    for i, (r, _) in enumerate(ab.comps):
+        by_row.setdefault(id(r), []).append(i)
+    for idxs in by_row.values():
+        r = ab.comps[idxs[0]][0]
+        parts, verdicts = [], []
+        r.effects, r.against = [], [ab.comps[i][1] for i in idxs]
+        for i in idxs:
+            c = ab.comps[i][1]
+            refs, news, ks = ab.paired(i)
+            kept = ab.kept(i)
+            ref = [x for p in refs[kept:] for x in p if x is not None]
+            new = [x for x in ab.new_values(r) if x is not None]
+            if new:
+                r.remeasured = r.ab_new = stats.median(new)
+            if ref and r.ab_reference is None:
+                r.ab_reference = stats.median(ref)
+            if i in ab.failed:
+                new_failed, why_failed = ab.failed[i]
+                verdicts.append(Verdict.FAILED if new_failed else Verdict.UNRESOLVED)
+                parts.append(f"vs {c[:10]}: {why_failed}")
+                continue
+            e = ab.decided.get(i)
+            if (e is None and len(refs) > kept
+                    and None not in [x for p in refs + news for x in p]):
+                try:
+                    e = ab.effect(i)
+                except ValueError:     # no complete round
+                    e = None
+            why = ab.closed.get(i, why_unresolved)
+            if e is None and i not in ab.decided:
+                verdicts.append(Verdict.UNRESOLVED if i not in ab.moot else Verdict.DROP)
+                parts.append(f"vs {c[:10]}: {ab.moot.get(i, why)}")
+                continue
+            if i in ab.moot:
+                parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {ab.moot[i]}")
+            elif i not in ab.decided:
+                verdicts.append(Verdict.UNRESOLVED)
+                parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why}"
+                             + power_note(ab, r, e))
+            else:
+                verdicts.append(Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE)
+                parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
+            if ab.cal is not None and ab.cal.borrowed(r.kernel, r.size, r.metric):
+                parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
+            elif ab.robust_prior(r) is not None:
+                parts[-1] += " (Huber locations: the robust rule)"
+            if i in ab.over_measured:
+                parts[-1] += " (overtime: measured past the time budget)"
+            if kept:
+                parts[-1] += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, "
+                              "the same code, UNRESOLVED there)")
+            r.effects.append({"against": c, "verdict": e.verdict if i in ab.decided
+                              else "MOOT" if i in ab.moot else "UNRESOLVED",
+                              "change": e.change,
+                              "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
+                              "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
+                              "n_new": e.n_new,
+                              "rule": "huber" if ab.robust_prior(r) is not None else "mean",
+                              "overtime": i in ab.over_measured,
+                              # may the next commit carry these rounds (gemm.track.carry)?
+                              "carry": i not in ab.untrusted,
+                              # the per-process values it was decided on, in round
+                              # order, so a later rule can be tried on this evidence
+                              "values": {"first": [a for a, _ in refs],
+                                         "last": [b for _, b in refs],
+                                         "new": [x for p in news for x in p],
+                                         "k": ks}})
+        r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED)
+                          if v in verdicts), Verdict.NOISE)
+        lead = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
+                Verdict.UNRESOLVED: "unresolved", Verdict.FAILED: "failed"}[r.verdict]
+        r.note = f"{lead}: " + "; ".join(parts)
