@@ -23,7 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import geometry, tuning
+from ..core import geometry, git, tuning
 from ..core.problem import Problem, ShapeRefused
 from ..core.registry import KernelSpec, RegistryError, kernels_dir, load_registry
 from . import resources as res
@@ -74,24 +74,19 @@ def find_tools() -> Tools:
 
 def _git(repo, *args) -> str:
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                             timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ExplainError(f"git {args[0]}: {exc}") from None
-    if out.returncode != 0:
-        raise ExplainError(f"git {' '.join(args)}: {out.stderr.strip()[-300:]}")
-    return out.stdout.strip()
+        return git.run(repo, *args)
+    except git.GitError as exc:
+        raise ExplainError(str(exc)) from None
 
 
 def resolve_rev(repo, rev: str) -> str | None:
     """The commit a revision names (None for the working tree, ".")."""
     if rev == WORKTREE:
         return None
-    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet",
-                          f"{rev}^{{commit}}"], capture_output=True, text=True)
-    if sha.returncode != 0 or not sha.stdout.strip():
-        raise ExplainError(f"{rev!r} is not a commit of the repository at {repo}")
-    return sha.stdout.strip()
+    try:
+        return git.run(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except git.GitError:
+        raise ExplainError(f"{rev!r} is not a commit of the repository at {repo}") from None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def host_facts(name: str | None = None) -> dict:
 
 
 def gpu_uuid() -> str | None:
-    """'GPU-304aee7c-...': the UUID of the GPU this process measures on, or None."""
+    """The UUID ('GPU-...') of the GPU this process measures on, or None."""
     try:
         from ..measure.facts import gpu_identity
         ident = gpu_identity()

@@ -7,10 +7,10 @@ measures one kernel, and versions that fingerprint the measuring policy (gemm.co
 
 Each layout-1 kernel row is split into one row per kernel, values, quartiles and samples
 unchanged. Its version becomes the fingerprint of the policy that commit actually measured with:
-the suite's current policy for 99a9bd6 and later (graph-replayed batches, the same Policy
-fields and timing seed as now), and the older policies for the two commits before it, which
-timed direct launches (the version bump 99a9bd6 missed), so they no longer count against later
-commits. Layout-1 `Cublas` rows keep their old version: that baseline was pooled over the
+the suite's current policy for the commits from graph-replayed batches on (the same Policy
+fields and timing seed as now), and the older policies for the two commits before them
+(HISTORIC_POLICIES), which timed direct launches (a version bump had missed them), so they no
+longer count against later commits. Layout-1 `Cublas` rows keep their old version: that baseline was pooled over the
 kernels' interleaved samples, and layout 2 measures it alone, a new series by construction.
 results/benchmarks.json is rewritten from asv's own discovery of the current suite.
 

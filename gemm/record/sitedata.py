@@ -143,7 +143,7 @@ def _rows(f: dict) -> dict:
 
 
 def gpu_of(path) -> str | None:
-    """Which GPU made a recorded run: its UUID's first block (GPU-304aee7c) and the runner's
+    """Which GPU made a recorded run: its UUID's first block ("GPU-" and 8 hex digits) and the runner's
     host name, as kept under "gemm_host" (gemm.record.machine.host_facts); None where the
     file keeps neither (runs recorded before a fleet)."""
     import json

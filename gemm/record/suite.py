@@ -41,7 +41,7 @@ def sweep(target: str) -> dict:
     `gemm record` runs the whole suite it names a file in GEMM_SHARED_SWEEP: the first class
     set up then sweeps every target in one worker process (shared_sweep) and each class takes
     its own records from it, so the suite pays one process start and one cuBLAS load instead
-    of one per class (18 on the H200 at a53c7cc: about 30 of its 125 s of sweeps). A target
+    of one per class (on the H200, about a quarter of the sweeps' time). A target
     the shared sweep did not fully measure is swept alone, as without it."""
     shared = os.environ.get(SHARED)
     if shared:

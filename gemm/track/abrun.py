@@ -162,9 +162,8 @@ class ABRun:
         borrowed from other series is a fair stand-in for deciding a drop against the minimum
         effect, not for telling the GPU from the series: the A/A's drift correction
         multiplies the new code's process-to-process noise by k (3 with one reference), and a
-        series noisier than the one it borrows from reads as a GPU that moved (the H200, 11
-        at 1000 % of cuBLAS: own sd about 0.5 %, borrowed 0.19 %; the A/A moved -5 % twice in
-        a53c7cc's run, docs/probes/h200-a53c7cc-trials-falsealarm.txt)."""
+        series noisier than the one it borrows from reads as a GPU that moved
+        (docs/gate-history.md)."""
         return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
 
     def unstable(self) -> str | None:

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..core import git
+
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
 
@@ -30,13 +32,9 @@ class ABError(RuntimeError):
 
 def _git(repo, *args) -> str:
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                             timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ABError(f"git {args[0]}: {exc}") from None
-    if out.returncode != 0:
-        raise ABError(f"git {' '.join(args)}: {out.stderr.strip()[-300:]}")
-    return out.stdout.strip()
+        return git.run(repo, *args)
+    except git.GitError as exc:
+        raise ABError(str(exc)) from None
 
 
 @contextlib.contextmanager

@@ -12,10 +12,10 @@ noise model explains a staircase of 0.5 % steps as correlated noise.
 """
 from __future__ import annotations
 
-import subprocess
 import tomllib
 from pathlib import Path
 
+from ..core import git
 from .history import finite
 
 ANCHOR_TAGS = "perf-anchor*"
@@ -24,11 +24,9 @@ ANCHOR_FILE = "anchor.toml"
 
 def _git(repo, *args) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True,
-                             timeout=60)
-    except (OSError, subprocess.SubprocessError):
+        return git.run(repo, *args, timeout=60)
+    except git.GitError:
         return None
-    return out.stdout.strip() if out.returncode == 0 else None
 
 
 def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
@@ -58,12 +56,8 @@ def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
 
 def is_ancestor(repo, older: str, newer: str) -> bool | None:
     """True / False, or None when git cannot tell (a shallow clone, an unknown commit)."""
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
-                             capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {0: True, 1: False}.get(out.returncode)
+    return {0: True, 1: False}.get(git.returncode(repo, "merge-base", "--is-ancestor", older,
+                                                  newer))
 
 
 def unusable(repo, anchor: str, judged: str, earlier: set) -> str:

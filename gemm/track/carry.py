@@ -15,8 +15,7 @@ noisy to decide within one job's budget is decided over a few commits, one way o
 """
 from __future__ import annotations
 
-import subprocess
-
+from ..core import git
 from . import verdicts
 from .abrun import carried
 from .gate import Row, Verdict, size_class
@@ -71,12 +70,7 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
         registry.get(kernel)
     except (KeyError, ValueError):
         return False
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "diff", "--quiet", older, newer, "--",
-                              *MEASURED_BY], capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return out.returncode == 0
+    return git.returncode(repo, "diff", "--quiet", older, newer, "--", *MEASURED_BY) == 0
 
 
 def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:

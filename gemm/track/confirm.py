@@ -59,10 +59,6 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     if not ok:
         for r in cands:
             _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
-            if r.unconfirmed and r.carried and not past_screen(r):
-                # a candidate only because it was carried: still UNRESOLVED (gate.failed counts)
-                r.verdict, r.unconfirmed = Verdict.UNRESOLVED, False
-                r.note = f"carried UNRESOLVED, no A/B here: {why}"
         return []
     comparisons = [(r, c) for r in cands for c in candidates_against(r)]
     for r in cands:
@@ -85,7 +81,9 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
     """A verdict kept for this very value, made against every commit this row is flagged
-    against now (an anchor moved since makes it void)."""
+    against now (an anchor moved since makes it void). Else a DROP, unconfirmed; but a row
+    that is a candidate only because it was carried stays UNRESOLVED (gate.failed counts
+    the commits running)."""
     covers = old is not None and set(candidates_against(r)) <= set(old.get("against") or
                                                                     [old.get("reference")])
     if (old and covers and old.get("new") == r.new
@@ -95,5 +93,7 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
                                                   old.get("ab_new"))
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
+    elif r.carried and not past_screen(r):
+        r.verdict, r.note = Verdict.UNRESOLVED, f"carried UNRESOLVED, no A/B here: {why}"
     else:
         r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True

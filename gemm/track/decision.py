@@ -278,9 +278,8 @@ def reachable(e: Effect, delta: float, cap: int) -> bool:
     """Could this effect become a DROP by the round cap, were its estimate to hold? Its
     interval's half-width shrinks at least as 1/sqrt(rounds) (the t quantile falls too), so
     it can when estimate + half-width * sqrt(rounds so far / cap) lies below -delta/2. Overtime
-    is for those: on the H200 (2ff823a's flooded false-alarm run) it went to tensor-core
-    TFLOPS series of 0.8-1 % noise, -2.4 % [-9.4, +5.1] after one round, which no round cap
-    in reach decides."""
+    is for those only: a noisy series far from its verdict after one round would take it all
+    (docs/gate-history.md)."""
     if not (math.isfinite(e.lo) and math.isfinite(e.hi)):
         return False
     rounds = max(1, e.n_new // 2)
@@ -291,10 +290,9 @@ def on_course(e: Effect, delta: float) -> bool:
     """Overtime (GateConfig.overtime_s): is this effect, still undecided when the time budget
     is spent, on course for a DROP? Yes when its estimate lies past the margin -delta/2 (a
     slowdown larger than the margin, its interval not yet wholly beyond it, or not yet looked
-    at: before the first decision's round). Unchanged code is rarely there (resampled from
-    the H200's A/A values of 07 at 2048: about 0.01 overtime rounds per A/B;
-    docs/probes/h200-7fa00a2-overtime-sim.txt), so commits without a drop keep the budget; a
-    drop of delta nearly always is, and goes on to its verdict. It only chooses what to
+    at: before the first decision's round). Unchanged code is rarely there, so commits without
+    a drop keep the budget (docs/gate-history.md); a drop of delta nearly always is, and goes
+    on to its verdict. It only chooses what to
     measure: the family-wise level already counts every look up to the round cap, so no
     error rate changes."""
     return math.isfinite(e.lo) and math.isfinite(e.hi) and e.estimate < -delta / 2

@@ -285,19 +285,24 @@ def candidates_against(row: Row) -> list[str]:
     history flagged it, the anchor where the anchor did; the anchor for a row carried
     UNRESOLVED from the commits before (gemm.track.carry; the reference where it has no anchor)."""
     out = []
-    past = (row.change is not None and row.bound is not None and -row.change > row.bound)
-    anchor_past = row.anchor_change is not None and -row.anchor_change > (row.bound or 0)
-    if (past or (row.carried and not row.anchor)) and row.reference:
+    if (_past_history(row) or (row.carried and not row.anchor)) and row.reference:
         out.append(row.reference)
-    if (anchor_past or row.carried) and row.anchor and row.anchor not in out:
+    if (_past_anchor(row) or row.carried) and row.anchor and row.anchor not in out:
         out.append(row.anchor)
     return out
 
 
+def _past_history(row: Row) -> bool:
+    return row.change is not None and row.bound is not None and -row.change > row.bound
+
+
+def _past_anchor(row: Row) -> bool:
+    return row.anchor_change is not None and -row.anchor_change > (row.bound or 0)
+
+
 def past_screen(row: Row) -> bool:
     """Did the screen flag this row (against the history or the anchor), carried or not?"""
-    return bool((row.change is not None and row.bound is not None and -row.change > row.bound)
-                or (row.anchor_change is not None and -row.anchor_change > (row.bound or 0)))
+    return _past_history(row) or _past_anchor(row)
 
 
 def measured_nothing(new_run, narrow: Narrowing = Narrowing()) -> bool:
