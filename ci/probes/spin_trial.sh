@@ -1,61 +1,89 @@
 #!/usr/bin/env bash
-# The gate's detection test with a real slowdown in kernel code (ci/probes/spin.py: a busy-wait
-# every few K steps in 05, 07, 09; PICKS = KERNEL=SPIN:EVERY ..., sized to about 1 % from a
-# first run), its true size measured independently (gemm bench of each slowed kernel against
-# its _nospin twin, the parent's code, in one process); HEAD's and the throwaway's runs of those
-# kernels recorded into a scratch history; then TRIALS runs of gemm regress on the throwaway
-# (each a fresh A/B against HEAD), while under DEADLINE_S.
+# The gate's detection test with a real slowdown in kernel code (ci/probes/tailspin.py: each
+# block of 05, 07, 09, and each tile of 14, waits a share of its own time at its end), sized to
+# about TARGET_PCT (default 1) % from a first measurement, its true size measured independently
+# (gemm bench of each slowed kernel against its _nospin twin, the parent's code, in one process)
+# before the trials and after them. HEAD's and the throwaway's runs of those kernels are
+# recorded into a scratch history; then up to TRIALS (default 5) runs of gemm regress on the
+# throwaway at SIZES (each a fresh A/B against HEAD, the anchor), while under DEADLINE_S.
+# Resumable over calls: its state (the picks, the two recorded runs, each trial's report) lives
+# in .probe/spin (git-ignored); the throwaway commit is made with fixed dates, so the same base
+# and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
 # For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 d=${OUT:?}; t0=$SECONDS
-base=$(git rev-parse HEAD); wt=/tmp/wt-spin; h=/tmp/spinhist
-KS="05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline"
-SIZES=${SIZES:-2048 4096 8192}; TRIAL_SIZES=${TRIAL_SIZES:-2048 4096}
+state=.probe/spin; mkdir -p "$state/runs"
+base=$(git rev-parse HEAD); wt=/tmp/wt-tailspin; h=/tmp/tailspin-hist
+KS="05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline 14_bf16_wgmma_tma"
+SIZES=${SIZES:-2048 4096 8192}
 in_wt() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" "$@"); }
-rm -rf "$wt"; git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || { echo "no worktree"; exit 2; }
-picks=${PICKS:-05_2d_blocktiling=32:8 07_bank_conflict_free=16:16 09_cp_async_pipeline=16:3}
-python3 ci/probes/spin.py set "$wt" $picks || exit 2
-git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a spin every few K steps ($picks)"
-echo "spin (SPIN:EVERY): $picks"
-spin=$(git -C "$wt" rev-parse HEAD)
-true_size() {  # the slowed kernels against their _nospin twins, one process
+[ -f "$state/base" ] && [ "$(cat "$state/base")" != "$base" ] && { echo "state is for another base; clearing"; rm -rf "$state"; mkdir -p "$state/runs"; }
+echo "$base" > "$state/base"
+make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the same picks
+  rm -rf "$wt"; git worktree prune; git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || return 2
+  python3 ci/probes/tailspin.py set "$wt" $1 || return 2
+  GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z \
+    git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a tail wait in $KS ($1)"
+  git -C "$wt" rev-parse HEAD
+}
+true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin twins, one process
   local ks=(); for k in $KS; do ks+=(-k "$k" -k "${k}_nospin"); done
-  in_wt python3 -m gemm bench "${ks[@]}" --sizes $SIZES --json "$d/true$1.json" > "$d/true$1.log" 2>&1
-  python3 - "$d/true$1.json" <<'PY'
+  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-$SIZES} --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
+  python3 - "$d/true-$1.json" "$1" <<'PY'
 import json, sys
-recs = [r for r in json.load(open(sys.argv[1]))["records"] if r.get("status") == "ok"]
-med = lambda r: sorted(r["kernel_time"]["samples_s"])[len(r["kernel_time"]["samples_s"]) // 2]
-t = {(r["kernel"], r["size"]): med(r) for r in recs}
-for (k, s), v in sorted(t.items()):
-    if k.endswith("_nospin"):
-        slow = t.get((k[:-7], s))
-        if slow:
-            print(f"true size: {k[:-7]} at {s}: {100 * (v / slow - 1):+.2f} % TFLOPS")
+sys.path.insert(0, "ci/probes")
+from tailspin import true_sizes
+for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
+    print(f"true size ({sys.argv[2]}): {k} at {s}: -{v:.2f} % (kernel time, against its twin)")
 PY
 }
-true_size 1
-rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"
-RX='Kernel_(05_2d|07_bank|09_cp)'
-python3 -m gemm record --repo . --results "$h/results" --machine h200 --commit "$base" -b "$RX" \
-  > "$d/record-base.log" 2>&1; echo "record HEAD: exit $? ($((SECONDS - t0)) s)"
-in_wt python3 -m gemm record --repo "$wt" --results "$h/results" --machine h200 --commit "$spin" \
-  -b "$RX" > "$d/record-spin.log" 2>&1; echo "record throwaway: exit $? ($((SECONDS - t0)) s)"
+if [ ! -f "$state/picks" ]; then
+  first=${PICKS:-"05_2d_blocktiling=10000 07_bank_conflict_free=10000 09_cp_async_pipeline=10000 14_bf16_wgmma_tma=10000"}
+  make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
+  true_size first 4096
+  picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $first)
+  echo "$picks" > "$state/picks"; echo "sized: $first -> $picks ($((SECONDS - t0)) s)"
+fi
+picks=$(cat "$state/picks")
+spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }
+echo "throwaway ${spin:0:10}: $picks"
+[ -f "$d/true-before.json" ] || [ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
+rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"; cp "$state"/runs/*.json "$h/results/h200/" 2>/dev/null
+bflags=(); for k in $KS; do bflags+=(-b "$k"); done
+if ! ls "$h/results/h200/${base:0:8}"-*.json >/dev/null 2>&1; then
+  python3 -m gemm record --repo . --results "$h/results" --machine h200 --commit "$base" "${bflags[@]}" \
+    > "$d/record-base.log" 2>&1; echo "record HEAD: exit $? ($((SECONDS - t0)) s)"
+  cp "$h/results/h200/${base:0:8}"-*.json "$state/runs/"
+fi
+if ! ls "$h/results/h200/${spin:0:8}"-*.json >/dev/null 2>&1; then
+  in_wt python3 -m gemm record --repo "$wt" --results "$h/results" --machine h200 --commit "$spin" \
+    "${bflags[@]}" > "$d/record-spin.log" 2>&1; echo "record throwaway: exit $? ($((SECONDS - t0)) s)"
+  cp "$h/results/h200/${spin:0:8}"-*.json "$state/runs/"
+fi
+last=""
 for t in $(seq 1 "${TRIALS:-5}"); do
+  if [ -f "$state/trial$t.json" ]; then last=$t; continue; fi
   if [ $((SECONDS - t0)) -ge "${DEADLINE_S:-400}" ]; then echo "trial $t: not run (deadline)"; continue; fi
   python3 -m gemm regress --repo . --results "$h/results" --verdicts "$h/verdicts" --machine h200 \
-    --commit "$spin" --kernels $KS --sizes $TRIAL_SIZES --anchor "$base" --budget "${BUDGET:-120}" \
+    --commit "$spin" --kernels $KS --sizes $SIZES --anchor "$base" --budget "${BUDGET:-150}" \
     --overtime 30 --json "$d/trial$t.json" > "$d/trial$t.log" 2>&1
   echo "trial $t: gate exit $? ($((SECONDS - t0)) s)"
+  cp "$d/trial$t.json" "$d/trial$t.log" "$state/" 2>/dev/null; last=$t
   python3 - "$d/trial$t.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 for r in doc["rows"]:
     e = (r.get("effects") or [{}])[0]
     print(f"  {r['kernel'][:2]} {r['size']:>5} {r['metric']:<14} {r['verdict']:<10} "
-          f"screen {100 * (r.get('change') or 0):+.2f} %  A/B {100 * (e.get('change') or 0):+.2f} % "
-          f"[{100 * (e.get('lo') or 0):+.2f}, {100 * (e.get('hi') or 0):+.2f}] n={e.get('n_new')}")
+          f"min effect {100 * (r.get('min_effect') or 0):.1f} %  screen {100 * (r.get('change') or 0):+.2f} %  "
+          f"A/B {100 * (e.get('change') or 0):+.2f} % [{100 * (e.get('lo') or 0):+.2f}, "
+          f"{100 * (e.get('hi') or 0):+.2f}] n={e.get('n_new')}")
 PY
 done
-true_size 2
+if [ -n "$last" ] && [ "${AFTER:-1}" = 1 ] && [ $((SECONDS - t0)) -lt "${DEADLINE_S:-400}" ]; then true_size after; fi
+if [ -n "$last" ] && [ "${EXPLAIN:-0}" = 1 ]; then
+  mkdir -p "$d/x"; cp "$state/trial$last.json" "$d/x/regress.json"
+  OUT="$d/x" COMMIT="$spin" bash ci/explain.sh
+fi
 echo "spin trial: $((SECONDS - t0)) s"

@@ -1,0 +1,121 @@
+"""A real slowdown in kernel code sized as a share of the kernel's own time, for the gate's
+detection test (not the registry's inject_delay). Each block (05, 07, 09: after its tile;
+14, persistent: after each of its tiles, in the consumer warpgroups) waits until it has taken
+(1 + SPIN_PPM / 1e6) times what it took so far (clock64, sleeping in __nanosleep steps so
+the wait takes no issue slots from the other blocks on the SM). The block holds its SM slot
+that much longer, so the cost follows the kernel's time at every size; what it costs in fact
+is measured, not assumed (ci/probes/spin_trial.sh sizes it from a first measurement). Used on
+a throwaway worktree only; never on main.
+
+    tailspin.py set TREE KERNEL=PPM ...    add the wait to each kernel (its default SPIN_PPM)
+                                           and a registry entry <kernel>_nospin (SPIN_PPM=0)
+    tailspin.py size TRUE.json TARGET_PCT KERNEL=PPM ...
+                                           print KERNEL=PPM scaled so that the median true
+                                           size measured (gemm bench --json of each kernel and
+                                           its _nospin twin) becomes TARGET_PCT
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+MACRO = """#ifndef SPIN_PPM
+#define SPIN_PPM 0
+#endif
+#define SPIN_TAIL(t0) do { if (SPIN_PPM > 0) { const long long spin_d_ = clock64() - (t0); \\
+    const long long spin_end_ = (t0) + spin_d_ + spin_d_ * SPIN_PPM / 1000000; \\
+    while (clock64() < spin_end_) __nanosleep(64); } } while (0)
+"""
+MAIN_05 = "    block_tile_2d<false>(M, N, K, alpha, A, B, beta, C, blockIdx.y * BM, blockIdx.x * BN);\n"
+MAIN_079 = "    block_tile<MODE_MAIN>(M, N, K, alpha, A, B, beta, C);\n"
+TILE_14 = "        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {\n"
+STORE_14 = "            store_accumulator<BN>(acc, C, M, N, row0 + 64 * cw, col0, alpha, beta);\n"
+
+
+def around(call: str) -> str:
+    return f"    const long long spin_t0_ = clock64();\n{call}    SPIN_TAIL(spin_t0_);\n"
+
+
+# each kernel: [(text, replacement, the text's index among its occurrences)]
+HOOKS = {
+    "05_2d_blocktiling": [(MAIN_05, around(MAIN_05), 0)],
+    "07_bank_conflict_free": [(MAIN_079, around(MAIN_079), 0)],
+    "09_cp_async_pipeline": [(MAIN_079, around(MAIN_079), 0)],
+    # the consumers' tile loop is the second of the two (the producer's comes first)
+    "14_bf16_wgmma_tma": [(TILE_14, TILE_14 + "            const long long spin_t0_ = clock64();\n", 1),
+                          (STORE_14, STORE_14 + "            SPIN_TAIL(spin_t0_);\n", 0)],
+}
+
+
+def entry_block(toml: str, name: str) -> str:
+    m = re.search(r'\[\[kernel\]\]\nname = "' + re.escape(name) + r'"\n.*?(?=\n\[\[kernel\]\]|\Z)',
+                  toml, re.S)
+    if not m:
+        raise SystemExit(f"tailspin.py: no registry entry {name}")
+    return m.group(0).rstrip("\n")
+
+
+def twin(block: str, name: str) -> str:
+    block = block.replace(f'name = "{name}"', f'name = "{name}_nospin"', 1)
+    return re.sub(r"defines = \{ (.*?) \}", lambda m: f"defines = {{ {m.group(1)}, SPIN_PPM = 0 }}",
+                  block, count=1)
+
+
+def replace_nth(src: str, old: str, new: str, nth: int) -> str:
+    at = -1
+    for _ in range(nth + 1):
+        at = src.index(old, at + 1)
+    return src[:at] + new + src[at + len(old):]
+
+
+def picks(specs):
+    return [(name, int(ppm)) for name, ppm in (s.split("=") for s in specs)]
+
+
+def set_spin(tree: Path, specs) -> None:
+    reg = tree / "kernels" / "kernels.toml"
+    toml = reg.read_text()
+    for name, ppm in picks(specs):
+        cu = tree / "kernels" / f"{name}.cu"
+        src = cu.read_text()
+        for old, new, nth in HOOKS[name]:
+            if src.count(old) < nth + 1:
+                raise SystemExit(f"tailspin.py: {name} is not what the hook expects")
+            src = replace_nth(src, old, new, nth)
+        first = src.index("#ifndef")
+        cu.write_text(src[:first] + MACRO.replace("#define SPIN_PPM 0", f"#define SPIN_PPM {ppm}")
+                      + src[first:])
+        toml = toml.rstrip("\n") + "\n\n" + twin(entry_block(toml, name), name) + "\n"
+    reg.write_text(toml)
+
+
+def true_sizes(path) -> dict:
+    """{(kernel, size): relative slowdown in %} of each spun kernel against its twin."""
+    recs = [r for r in json.load(open(path))["records"] if r.get("status") == "ok"]
+    med = {}
+    for r in recs:
+        s = sorted(r["kernel_time"]["samples_s"])
+        med[(r["kernel"], r["size"])] = s[len(s) // 2]
+    return {(k[:-7], s): 100 * (1 - v / med[(k[:-7], s)])
+            for (k, s), v in med.items() if k.endswith("_nospin") and (k[:-7], s) in med}
+
+
+def size(path, target: float, specs) -> None:
+    got = true_sizes(path)
+    out = []
+    for name, ppm in picks(specs):
+        xs = sorted(v for (k, _), v in got.items() if k == name)
+        now = xs[len(xs) // 2] if xs else 0.0
+        scale = target / now if now > 0.05 else 3.0     # barely measurable: triple it
+        out.append(f"{name}={max(1000, min(100000, round(ppm * min(max(scale, 0.33), 3.0))))}")
+    print(" ".join(out))
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1] if len(sys.argv) > 2 else ""
+    if cmd == "set":
+        set_spin(Path(sys.argv[2]), sys.argv[3:])
+    elif cmd == "size":
+        size(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
+    else:
+        raise SystemExit(__doc__)
