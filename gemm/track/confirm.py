@@ -31,8 +31,8 @@ candidate fails as unconfirmed.
 """
 from __future__ import annotations
 
-from . import abtest, plan
-from .abrun import ABRun, carried, series  # noqa: F401  (the A/B engine; names used here too)
+from . import abreport, abtest, plan
+from .abrun import ABRun, Stop, in_trees
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
 
 
@@ -66,16 +66,19 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
-        ab = ABRun(comparisons, cfg, new_commit, None, log, calibration, plan.speeds(rows))
+        tree: dict = {}
+        ab = ABRun(comparisons, cfg, new_commit, in_trees(tree), lambda s: log(f"regress: {s}"),
+                   calibration, plan.speeds(rows))
         try:
-            with abtest.trees(repo, refs + [new_commit]) as tree:
-                ab.tree = tree
+            with abtest.trees(repo, refs + [new_commit]) as trees:
+                tree.update(trees)
                 ab.run()
         except abtest.ABError as exc:
             # never the history alone where a GPU is present: what the A/B had decided stands,
             # the rest is UNRESOLVED (a failure only with --strict)
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
-            ab.finish(f"no A/B: {str(exc)[:160]}")
+            ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
+        abreport.finish(ab)
     return cands
 
 
