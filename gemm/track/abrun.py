@@ -1,10 +1,21 @@
-"""The A/B engine: rounds over arms in palindromic order (R1 R2 N N R2 R1), planned to fit a
-time budget (gemm.track.plan) with overtime for what is on course for a DROP, guarded by the
-A/A control, each comparison decided by the gate's rule (GateConfig.decide). An arm is a label
-and `measure(label, series) -> (values, walls)`: git worktrees for the gate (in_trees,
-gemm.track.confirm), one tree slowed by injected delays for the calibration's trials
-(gemm.track.calibrate), resampled A/A values for ci/probes/power_sim.py.
-gemm.track.abreport turns a finished run into each row's verdict and note."""
+"""The A/B engine, one for the gate, the calibration's trials and ci/probes/power_sim.py.
+
+Comparisons [(row, reference arm)] against one new arm, in palindromic rounds (R1 R2 N N R2
+R1, so a linear drift falls on every arm alike), each arm in its own processes. An arm is a
+label and `measure(label, series) -> (values, walls)`: git worktrees for the gate (in_trees,
+gemm.track.confirm), one tree slowed by injected delays for a trial (gemm.track.calibrate),
+resampled A/A values for the simulation. After `min_rounds` rounds, and after each round up
+to `max_rounds`, each comparison is decided (GateConfig.decide) at a Bonferroni level over
+every comparison, look and the one restart. The A/A control (each reference's first
+processes against its last, on series whose noise is known) guards the run: if the same code
+moved, the rounds are discarded and measured once more; if it moves again, what is undecided
+is left open. Each round takes the undecided comparisons that fit in the time budget left
+(gemm.track.plan), by priority, and a comparison may join in a later round (paired round by
+round); what finds no room, or is undecided when no round fits, is left open (`closed`, with
+a Stop), but for overtime (GateConfig.overtime_s): what is on course for a DROP that the
+round cap can still reach (decision.reachable) is measured on, alone, in rounds that fit in
+overtime_s more. gemm.track.abreport turns a finished run into each row's verdict and note.
+"""
 from __future__ import annotations
 
 import math
@@ -87,7 +98,9 @@ class ABRun:
             by_ref.setdefault(self.comps[i][1], []).append(self.comps[i][0])
         refs = list(by_ref)
         union = series([self.comps[i][0] for i in chosen])
-        for arm, pos in abtest.palindrome(refs, self.new):
+        # R1 R2 N N R2 R1: a reference's two processes "first" and "last" (the A/A control)
+        for arm, pos in ([(c, "first") for c in refs] + [(self.new, "new")] * 2
+                         + [(c, "last") for c in reversed(refs)]):
             what = union if pos == "new" else series(by_ref[arm])
             self.log(f"A/B round {n}/{self.cfg.max_rounds}: "
                      f"{'new' if pos == 'new' else 'reference'} {arm[:10]}: "
@@ -326,7 +339,7 @@ class ABRun:
         """No further round fits the time budget: close what is undecided, but for what is on
         course for a DROP (it goes on alone, overtime); each closed comparison keeps why."""
         budget = self.cfg.budget_s
-        keep = self.on_course() if self.cfg.overtime_s > 0 else []
+        keep = [i for i in self.undecided() if self.cfg.overtime_s > 0 and self.on_course(i)]
         waiting = [i for i in self.undecided() if not self.paired(i)[0]]
         for i in self.undecided():
             if i in keep:
@@ -353,18 +366,12 @@ class ABRun:
                                  f"{self.effect(i).describe()}" for i in new))
             self.overtime.update(new)
 
-    def on_course(self) -> list[int]:
-        """The undecided comparisons on course for a DROP that a DROP can still reach within
-        the round cap (overtime: decision.reachable)."""
-        keep = []
-        for i in self.undecided():
-            try:
-                e = self.effect(i)
-            except ValueError:       # no complete round, or a failed value
-                continue
-            if self.reachable(i, e):
-                keep.append(i)
-        return keep
+    def on_course(self, i: int) -> bool:
+        """On course for a DROP that it can still reach within the round cap (overtime)."""
+        try:
+            return self.reachable(i, self.effect(i))
+        except ValueError:       # no complete round, or a failed value
+            return False
 
 
 def carried(values: dict | None) -> tuple[list, list, list]:

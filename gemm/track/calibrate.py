@@ -33,10 +33,6 @@ class Refused(ValueError):
     """The settings cannot make the asked-for calibration (said before anything runs)."""
 
 
-def _series(kernels, sizes) -> dict[str, list[str]]:
-    return {k: list(sizes) for k in kernels}
-
-
 def _logs(values) -> list[float]:
     """The log values of a series' usable process values (failed processes left out)."""
     return [math.log(v) for v in values if v is not None and v > 0]
@@ -77,8 +73,8 @@ def noise(root, kernels, sizes, processes: int, log,
         log(f"calibrate: A/A process {i + 1}/{processes}: {', '.join(kernels)} at {', '.join(sizes)}")
         sets: dict = {}
         try:
-            measured = abtest.measure(Path(root), _series(kernels, sizes), device=device,
-                                      sets=sets)
+            measured = abtest.measure(Path(root), {k: list(sizes) for k in kernels},
+                                      device=device, sets=sets)
         except KeyboardInterrupt:
             return got, device, i, True
         for key, v in measured.items():
