@@ -44,14 +44,35 @@ def stub_repo(tmp_path):
     return new_repo(tmp_path / "repo")
 
 
-def test_run_measures_each_commits_own_code_in_turns(stub_repo):
+def ab_rounds(repo, reference, new, series, rounds=1, log=lambda s: None) -> dict:
+    """`rounds` R N N R rounds of the gate's engine (gemm.track.abrun) over `series` with both
+    commits' code in worktrees: {(kernel, size, metric): {"reference": [...], "new": [...]}}."""
+    from gemm.track.abrun import ABRun, in_trees
+    from gemm.track.gate import GateConfig, Row
+    rows = [Row(k, s, m, 0, None, None, None, None, "drop?", min_effect=0.01)
+            for k, sizes in series.items() for s in sizes for m in abtest.METRICS]
+    tree: dict = {}
+    ab = ABRun([(r, reference) for r in rows], GateConfig(min_rounds=rounds, max_rounds=rounds),
+               new, in_trees(tree), log, None)
+    with abtest.trees(repo, [reference, new]) as trees:
+        tree.update(trees)
+        ab.run()
+    got = {}
+    for i, (r, _) in enumerate(ab.comps):
+        refs, news, _ = ab.paired(i)
+        got[(r.kernel, r.size, r.metric)] = {"reference": [x for p in refs for x in p],
+                                             "new": [x for p in news for x in p]}
+    return got
+
+
+def test_the_ab_measures_each_commits_own_code_in_turns(stub_repo):
     a = commit_stub(stub_repo, 30.0, "a")
     b = commit_stub(stub_repo, 27.0, "b")
     log = []
-    got = abtest.run(stub_repo, a, b, {"05_2d": ["4096", "8192"]}, rounds=2, log=log.append)
+    got = ab_rounds(stub_repo, a, b, {"05_2d": ["4096", "8192"]}, rounds=2, log=log.append)
     assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0] * 4, "new": [27.0] * 4}
     assert got[("05_2d", "8192", "pct_of_cublas")]["new"] == [54.0] * 4
-    sides = [line.split(": ")[2].split()[0] for line in log]
+    sides = [line.split(": ")[1].split()[0] for line in log]
     assert sides == ["reference", "new", "new", "reference"] * 2   # A B B A rounds
     assert "gemm-ab-" not in git(stub_repo, "worktree", "list")  # worktrees removed
 
@@ -62,19 +83,19 @@ def test_a_commit_whose_gemm_measure_lacks_task_cannot_be_an_arm(stub_repo):
     b = commit_stub(stub_repo, 27.0, "b")
     with pytest.raises(abtest.ABError, match=f"the code of {b[:10]} predates `gemm measure "
                                              "--task` and cannot be an arm of the A/B"):
-        abtest.run(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
+        ab_rounds(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
 
 
 def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
     a = commit_stub(stub_repo, 30.0, "a")
     with pytest.raises(abtest.ABError, match="rev-parse"):
-        abtest.run(stub_repo, "f" * 40, a, {"k": ["512"]}, log=lambda s: None)
+        ab_rounds(stub_repo, "f" * 40, a, {"k": ["512"]}, log=lambda s: None)
     (stub_repo / "gemm" / "__main__.py").write_text(
         "import sys\nif '--help' in sys.argv: sys.exit(0)\nraise ImportError('broken on purpose')\n")
     git(stub_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "broken")
     broken = git(stub_repo, "rev-parse", "HEAD")
     with pytest.raises(abtest.ABError, match="broken on purpose"):
-        abtest.run(stub_repo, a, broken, {"k": ["512"]}, log=lambda s: None)
+        ab_rounds(stub_repo, a, broken, {"k": ["512"]}, log=lambda s: None)
 
 
 def history_for(stub_repo, commits_values):
@@ -185,7 +206,7 @@ def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stu
     git(stub_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "b")
     b = git(stub_repo, "rev-parse", "HEAD")
     with pytest.raises(abtest.ABError, match="measuring good, bad with the code"):
-        abtest.run(stub_repo, a, b, {"good": ["512"], "bad": ["512"]}, rounds=1,
+        ab_rounds(stub_repo, a, b, {"good": ["512"], "bad": ["512"]}, rounds=1,
                    log=lambda s: None)   # one process an arm
 
 

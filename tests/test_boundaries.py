@@ -53,7 +53,7 @@ def test_family_size_counts_comparisons_looks_and_the_restart():
 def test_the_ab_and_the_calibration_trials_count_the_same_family(monkeypatch):
     """Mutations 1 and 2 (as the gate and `gemm calibrate` use them): ABRun.family and the
     family calibrate.trial decides with are the exact Bonferroni family."""
-    from gemm.track import calibrate, confirm
+    from gemm.track import calibrate, calibration, confirm
     row = Row("09_cp_async_pipeline", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005, "drop?")
     comps = [(row, "a" * 40), (row, "c" * 40), (row, "e" * 40)]
     assert confirm.ABRun(comps, GateConfig(), "b" * 40, {}, print, None).family == 48
@@ -68,7 +68,8 @@ def test_the_ab_and_the_calibration_trials_count_the_same_family(monkeypatch):
     monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
         (k, s, m): 30.0 for k, ss in series.items() for s in ss for m in calibrate.METRICS})
     prior = {("09", "4096", m): d.Noise(0.003, 29) for m in calibrate.METRICS}
-    calibrate.trial(".", ["09"], ["4096"], [0.02], Spy(max_rounds=3), prior, lambda s: None,
+    calibrate.trial(".", ["09"], ["4096"], [0.02], Spy(max_rounds=3),
+                    calibration.Calibration("h200", None, "", noise=prior), lambda s: None,
                     clock=lambda: 0.0)
     assert seen and set(seen) == {2 * 3 * 2}     # 1 kernel x 1 size x 2 metrics, 3 looks, x2
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from gemm.core.policy import CONFIRM, SUITE
-from gemm.track import abrun, abtest, confirm, decision, plan
+from gemm.track import abreport, abrun, abtest, confirm, decision, plan
 from gemm.track.gate import GateConfig, Row
 
 
@@ -60,8 +60,9 @@ def test_a_round_takes_what_fits_the_time_left_the_most_suspicious_first(monkeyp
     rows = _rows(6)
     logs = []
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, overtime_s=60.0),
-                       "NEW", {"c1": "c1", "NEW": "NEW"}, logs.append, _cal(0.0005))
+                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.0005))
     ab.run()
+    abreport.finish(ab)
     assert [r.verdict for r in rows] == ["noise"] * 5 + ["UNRESOLVED"], [r.note for r in rows]
     assert rows[0].effects[0]["n_new"] == 2 and rows[4].effects[0]["n_new"] == 2
     assert "not measured: out of the A/B time budget (145 s)" in rows[5].note
@@ -82,8 +83,9 @@ def test_the_first_round_takes_one_comparison_whatever_the_budget(monkeypatch):
               reference="c1", min_effect=0.01)
     ab = confirm.ABRun([(r, "c1") for r in rows] + [(pct, "c1")],
                        GateConfig(budget_s=1.0, overtime_s=0.0), "NEW",
-                       {"c1": "c1", "NEW": "NEW"}, lambda s: None, _cal(0.0005))
+                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     ab.run()
+    abreport.finish(ab)
     assert rows[0].verdict == "noise" and pct.verdict == "noise"
     assert [r.verdict for r in rows[1:]] == ["UNRESOLVED"] * 2 and calls["NEW"] == 2
 
@@ -98,8 +100,9 @@ def test_past_the_budget_only_what_is_on_course_goes_on(monkeypatch):
                        noise=0.006)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=80.0, overtime_s=120.0),
-                       "NEW", {"c1": "c1", "NEW": "NEW"}, lambda s: None, _cal(0.006))
+                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.006))
     ab.run()
+    abreport.finish(ab)
     assert rows[1].verdict == "DROP" and rows[1].effects[0]["overtime"], rows[1].note
     assert rows[1].effects[0]["n_new"] > 2
     assert "out of the A/B time budget (80 s) after 1 rounds" in rows[0].note, rows[0].note
@@ -114,7 +117,7 @@ def test_a_comparison_that_joins_later_is_paired_with_its_own_rounds(monkeypatch
                                                                 else 1.0))
     row = _rows(1)[0]
     ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
-                       {"c1": "c1", "c2": "c2", "NEW": "NEW"}, lambda s: None, _cal(0.0005))
+                       abrun.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     ab.measure_round(1, [0])
     ab.measure_round(2, [0, 1])
     late, early = ab.effect(1), ab.effect(0)
@@ -206,7 +209,7 @@ def test_unmeasured_comparisons_go_by_their_drop_over_their_noise(monkeypatch):
     cal = SimpleNamespace(prior=lambda k, s, m: decision.Noise(0.001 if k == "q" else 0.01, 40),
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
     ab = confirm.ABRun([(noisy, "c1"), (quiet, "c1")], GateConfig(), "NEW",
-                       {"c1": "c1", "NEW": "NEW"}, lambda s: None, cal)
+                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, cal)
     assert sorted(range(2), key=ab.priority) == [1, 0]
     assert ab.priority(1) < ab.priority(0)
 
@@ -218,7 +221,7 @@ def test_a_comparison_is_paired_by_round_whatever_rounds_it_missed(monkeypatch):
                                                                 n in (3, 4) else 1.0))
     row = _rows(1)[0]
     ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
-                       {"c1": "c1", "c2": "c2", "NEW": "NEW"}, lambda s: None, _cal(0.0005))
+                       abrun.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     ab.measure_round(1, [0, 1])
     ab.measure_round(2, [0])
     ab.measure_round(3, [0, 1])
@@ -240,8 +243,9 @@ def test_a_reference_that_reports_nothing_for_a_series_is_closed_not_measured_ag
     rows = _rows(2)
     logs = []
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=1000.0), "NEW",
-                       {"c1": "c1", "NEW": "NEW"}, logs.append, _cal(0.004))
+                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.004))
     ab.run()
+    abreport.finish(ab)
     assert rows[1].verdict == "UNRESOLVED"
     assert "the reference c1's measurement here reported nothing for it" in rows[1].note
     assert sum("k2" in line for line in logs) == 4       # round 1 only
@@ -256,8 +260,9 @@ def test_only_what_overtime_measured_says_overtime(monkeypatch):
                        noise=0.006)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=80.0, overtime_s=30.0),
-                       "NEW", {"c1": "c1", "NEW": "NEW"}, lambda s: None, _cal(0.006))
+                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.006))
     ab.run()
+    abreport.finish(ab)
     flags = [r.effects[0]["overtime"] for r in rows]
     assert sorted(flags) == [False, True], [r.note for r in rows]
     other = rows[flags.index(False)]
@@ -271,7 +276,8 @@ def test_at_the_round_cap_what_was_never_measured_says_so(monkeypatch):
     now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0, noise=0.004)
     rows = _rows(6)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, max_rounds=1),
-                       "NEW", {"c1": "c1", "NEW": "NEW"}, lambda s: None, _cal(0.004))
+                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.004))
     ab.run()
+    abreport.finish(ab)
     assert all("not measured" in r.note and "still ambiguous" not in r.note for r in rows[4:])
     assert not any("not measured" in r.note for r in rows[:4])

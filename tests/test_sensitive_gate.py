@@ -14,7 +14,7 @@ import time
 import pytest
 
 from gemm.cli import main as cli_main
-from gemm.track import abrun, anchor, calibration, decision
+from gemm.track import abreport, abrun, anchor, calibration, decision
 from gemm.track.gate import GateConfig
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import ARGS, commit_package, git, new_repo
@@ -267,8 +267,9 @@ def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
     trees = {c: c for _, c in comps} | {"NEW": "NEW"}
     logs = []
-    ab = confirm.ABRun(comps, cfg, "NEW", trees, logs.append, cal)
+    ab = confirm.ABRun(comps, cfg, "NEW", abrun.in_trees(trees), logs.append, cal)
     ab.run()
+    abreport.finish(ab)
     return ab, logs
 
 
@@ -338,51 +339,51 @@ def test_on_course_for_a_drop():
 
 
 def test_a_calibration_trial_runs_a_drop_on_course_past_the_budget(monkeypatch):
-    """As the gate does: when a share's budget is spent, its series on course for a DROP go
-    on (overtime, counted in the share's A/B time as the budget is) to their verdict; a share
-    inside the margin stops at the budget; overtime stops when its own time is spent. (At
-    sd 0.3 % and 5 rounds the series' minimum effect is 1.8 %, as the gate's: a 1.65 % share
-    is past its margin but decided only at round 4.)"""
+    """As the gate does (a trial's A/B of a share is the gate's): when the budget is spent,
+    the series on course for a DROP go on (overtime) to their verdict; a share inside the
+    margin stops at the budget; overtime stops when its own time is spent. (At sd 0.3 % and
+    5 rounds the series' minimum effect is 1.8 %, as the gate's: a 1.65 % share is past its
+    margin but decided only at round 4.)"""
     from gemm.track import calibrate
     from gemm.track.gate import GateConfig
     now = [0.0]
 
-    def measure(root, series, env=None, **kw):
+    def measure(root, series, env=None, walls=None, **kw):
         share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
         now[0] += 30.0
+        walls.update({None: 0.0, ("09", "4096"): 30.0})   # as abtest.measure: its seconds
         return {(k, s, m): 30.0 * (1 - share) for k, ss in series.items() for s in ss
                 for m in calibrate.METRICS}
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
-    prior = {("09", "4096", m): decision.Noise(0.003, 29) for m in calibrate.METRICS}
+    cal = calibration.Calibration("h200", None, "", noise={
+        ("09", "4096", m): decision.Noise(0.003, 29) for m in calibrate.METRICS})
     one, small = ("09", "4096", "tflops", 0.0165), ("09", "4096", "tflops", 0.004)
 
     def run(**cfg):
         now[0] = 0.0
-        stopped, over = {}, set()
-        got = calibrate.trial(".", ["09"], ["4096"], [0.004, 0.0165], GateConfig(
-            budget_s=180.0, max_rounds=5, **cfg), prior, lambda s: None,
-            stopped=stopped, clock=lambda: now[0], overtime=over)
-        return got, stopped, over
-    # each round costs a share 2 x (2 arms x 30 s) = 120 s: the budget ends after round 2
-    got, stopped, over = run(overtime_s=1000.0)
-    assert got[small].verdict == decision.AMBIGUOUS and stopped[small] == "budget"
-    assert got[small].n_new == 4 and small not in over
-    assert got[one].verdict == decision.DROP and one in over and got[one].n_new > 4
-    got, stopped, over = run(overtime_s=60.0)      # one round of overtime (240 s <= 240 s)
-    assert got[one].verdict == decision.AMBIGUOUS and got[one].n_new == 6
-    assert stopped[one] == "budget" and one in over
-    got, stopped, over = run(overtime_s=0.0)
-    assert got[one].verdict == decision.AMBIGUOUS and got[one].n_new == 4 and not over
+        return calibrate.trial(".", ["09"], ["4096"], [0.004, 0.0165], GateConfig(
+            budget_s=250.0, max_rounds=5, **cfg), cal, lambda s: None, clock=lambda: now[0])
+    # a round (R N N R) costs 4 x 30 s = 120 s: the 250-s budget has room for two rounds
+    got = run(overtime_s=1000.0)
+    assert got[small].verdict == decision.AMBIGUOUS and got[small].stopped == "budget"
+    assert got[small].effect.n_new == 4 and not got[small].overtime
+    assert got[one].verdict == decision.DROP and got[one].overtime and got[one].effect.n_new > 4
+    got = run(overtime_s=120.0)      # room for one round of overtime (130 s left of 370)
+    assert got[one].verdict == decision.AMBIGUOUS and got[one].effect.n_new == 6
+    assert got[one].stopped == "budget" and got[one].overtime
+    got = run(overtime_s=0.0)
+    assert got[one].verdict == decision.AMBIGUOUS and got[one].effect.n_new == 4
+    assert not got[one].overtime
     # no decision before --min-rounds, as in the gate: stopped there, a clear drop is left
     # open; with overtime it goes on to its first decision
     big = ("09", "4096", "tflops", 0.03)
     now[0] = 0.0
     got = calibrate.trial(".", ["09"], ["4096"], [0.03], GateConfig(
-        budget_s=50.0, max_rounds=5, min_rounds=2, overtime_s=0.0), prior, lambda s: None,
+        budget_s=50.0, max_rounds=5, min_rounds=2, overtime_s=0.0), cal, lambda s: None,
         clock=lambda: now[0])
-    assert got[big].verdict == decision.AMBIGUOUS and got[big].n_new == 2
-    got, stopped, over = run(overtime_s=1000.0, min_rounds=3)
-    assert got[one].verdict == decision.DROP and got[one].n_new >= 6 and one in over
+    assert got[big].verdict == decision.AMBIGUOUS and got[big].effect.n_new == 2
+    got = run(overtime_s=1000.0, min_rounds=3)
+    assert got[one].verdict == decision.DROP and got[one].effect.n_new >= 6 and got[one].overtime
 
 
 def test_borrowed_noise_comes_from_kernels_of_the_same_precision():
@@ -728,9 +729,9 @@ def test_an_anchor_without_a_recorded_run_is_said_and_not_used(repo, gpu_here, c
 
 
 def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
-    """As the gate's A/B: a share decided after round 2 (no DROP from one round:
-    decision.DROP_MIN_ROUNDS) is not measured again, and the reference arm measures only what
-    some share still needs."""
+    """As the gate's A/B (one per share, R S S R): a share decided after round 2 (no DROP
+    from one round: decision.DROP_MIN_ROUNDS) is not measured again, nor is the reference
+    for it."""
     from gemm.track import calibrate
     from gemm.track.gate import GateConfig
     calls = []
@@ -745,9 +746,10 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
     prior = decision.Noise(0.0005, 29)
     keys = [(k, "4096", m) for k in ("05", "09") for m in calibrate.METRICS]
-    raw: dict = {}
     got = calibrate.trial(".", ["05", "09"], ["4096"], [0.005, 0.03], GateConfig(max_rounds=5),
-                          {k: prior for k in keys}, lambda s: None, values=raw)
+                          calibration.Calibration("h200", None, "", noise={k: prior for k in keys}),
+                          lambda s: None)
+    raw = {k: o.values for k, o in got.items()}
     # each decision keeps the per-process values it was made on: the 3 % share its two rounds,
     # the 0.5 % share all five
     assert all(len(raw[k + (0.03,)]["ref"]) == len(raw[k + (0.03,)]["new"]) == 4 for k in keys)
@@ -755,10 +757,9 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
     assert all(abs(raw[k + (0.03,)]["new"][0] * 1.03 - 30.0) < 0.1 for k in keys)
     assert all(got[k + (0.03,)].verdict == decision.DROP for k in keys)
     assert all(got[k + (0.005,)].verdict == decision.AMBIGUOUS for k in keys)   # at the margin
-    assert [c[0] for c in calls[:12]] == [0, 0.005, 0.03, 0.03, 0.005, 0] * 2  # R S1 S2 S2 S1 R
-    # rounds 3-5: R S1 S1 R only, the decided share no longer measured
-    assert [c[0] for c in calls[12:]] == [0, 0.005, 0.005, 0] * 3
-    e = got[keys[0] + (0.005,)]
+    # five rounds R S1 S1 R, then two R S2 S2 R: the decided share no longer measured
+    assert [c[0] for c in calls] == [0, 0.005, 0.005, 0] * 5 + [0, 0.03, 0.03, 0] * 2
+    e = got[keys[0] + (0.005,)].effect
     assert e.n_ref == e.n_new == 10
 
 
@@ -766,7 +767,8 @@ def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=
     from gemm.track.gate import GateConfig
     g = GateConfig(max_rounds=5)
     gate = gate or {"screen": g.trial_settings()["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
-                    "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
+                    "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s,
+                    "procedure": "a gate A/B per share"}
     det = [{"trial": t, "id": f"{d.name}-{t}", "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
             "verdict": "DROP", "change": -sh, "lo": -2 * sh, "hi": -sh / 2, "n_ref": 4, "n_new": 4,
             "prior_sigma": sigma, "prior_dof": 29} for t in trials for sh in shares]
@@ -845,41 +847,40 @@ def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
     priors = {("09", "4096", m): decision.Noise(0.0002, 29) for m in calibrate.METRICS}
     priors.update({("05", "4096", m): decision.Noise(0.006, 29) for m in calibrate.METRICS})
-    got = calibrate.trial(".", ["05", "09"], ["4096"], [0.02], GateConfig(), priors,
-                          lambda s: None)
-    assert got[("09", "4096", "tflops", 0.02)].n_new == 4          # decided in round 2
-    assert got[("05", "4096", "tflops", 0.02)].n_new > 4
+    got = calibrate.trial(".", ["05", "09"], ["4096"], [0.02], GateConfig(),
+                          calibration.Calibration("h200", None, "", noise=priors), lambda s: None)
+    assert got[("09", "4096", "tflops", 0.02)].effect.n_new == 4   # decided in round 2
+    assert got[("05", "4096", "tflops", 0.02)].effect.n_new > 4
     assert all(series == {"05": ("4096",)} for _, series in calls[8:])   # 05 alone after
     assert [sh for sh, _ in calls[8:12]] == [0, 0.02, 0.02, 0]
 
 
 def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
-    """A share starts no round once the A/B the gate would have run for it (R N N R: twice its
-    own arms' time) is past the gate's budget, as the gate does; its open series stay
-    AMBIGUOUS, stopped by the budget, not the cap."""
+    """A share's A/B plans its rounds to fit the gate's budget, as the gate does (a round's
+    cost learned from its processes); its open series stay AMBIGUOUS, stopped by the budget,
+    not the cap."""
     from gemm.track import calibrate
     from gemm.track.gate import GateConfig
     now = [0.0]
 
-    def measure(root, series, env=None, **kw):
+    def measure(root, series, env=None, walls=None, **kw):
         share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
-        now[0] += 30.0                                 # each arm takes 30 s
+        now[0] += 30.0                                 # each arm's process takes 30 s
+        walls.update({None: 0.0, ("09", "4096"): 30.0})   # as abtest.measure: its seconds
         return {(k, s, m): 30.0 / (1 + share) for k, ss in series.items() for s in ss
                 for m in calibrate.METRICS}
     monkeypatch.setattr(calibrate.abtest, "measure", measure)
-    prior = {("09", "4096", m): decision.Noise(0.0005, 29) for m in calibrate.METRICS}
-    stopped = {}
-    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=180.0, max_rounds=5), prior,
-                          lambda s: None, stopped=stopped, clock=lambda: now[0])
-    e = got[("09", "4096", "tflops", 0.005)]
-    # round 1 spends 2 x 60 s = 120 s: a second round starts; after it, 240 s: no third
-    assert e.verdict == decision.AMBIGUOUS and e.n_new == 4
-    assert stopped[("09", "4096", "tflops", 0.005)] == "budget"
-    stopped.clear()
-    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=1e6, max_rounds=5), prior,
-                          lambda s: None, stopped=stopped, clock=lambda: now[0])
-    assert got[("09", "4096", "tflops", 0.005)].n_new == 10
-    assert stopped[("09", "4096", "tflops", 0.005)] == "cap"
+    cal = calibration.Calibration("h200", None, "", noise={
+        ("09", "4096", m): decision.Noise(0.0005, 29) for m in calibrate.METRICS})
+    key = ("09", "4096", "tflops", 0.005)
+    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=250.0, max_rounds=5),
+                          cal, lambda s: None, clock=lambda: now[0])
+    # round 1 takes 4 x 30 s = 120 s: a second fits in the 130 s left; a third would not
+    assert got[key].verdict == decision.AMBIGUOUS and got[key].effect.n_new == 4
+    assert got[key].stopped == "budget"
+    got = calibrate.trial(".", ["09"], ["4096"], [0.005], GateConfig(budget_s=1e6, max_rounds=5),
+                          cal, lambda s: None, clock=lambda: now[0])
+    assert got[key].effect.n_new == 10 and got[key].stopped == "cap"
 
 
 def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
@@ -1140,10 +1141,10 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
     assert rows["tflops"]["placements"] == [[4.1e-4, 4.1e-4], [4.1e-4, 4.1e-4],
                                             [4.1e-4 * 1.005, 4.1e-4]]
     assert "placements" not in rows["pct_of_cublas"]
-    values = {}
-    calibrate.trial(".", ["07"], ["2048"], [0.02], GateConfig(),
-                    {("07", "2048", m): decision.Noise(0.002, 29) for m in calibrate.METRICS},
-                    lambda s: None, values=values)
+    values = {k: o.values for k, o in calibrate.trial(
+        ".", ["07"], ["2048"], [0.02], GateConfig(), calibration.Calibration(
+            "h200", None, "", noise={("07", "2048", m): decision.Noise(0.002, 29)
+                                     for m in calibrate.METRICS}), lambda s: None).items()}
     kept = values[("07", "2048", "tflops", 0.02)]
     assert len(kept["placements"]["ref"]) == len(kept["ref"]) >= 2
     assert all(len(p) == 2 for p in kept["placements"]["new"])
@@ -1250,7 +1251,28 @@ def _gate_dict():
     from gemm.track.gate import GateConfig
     g = GateConfig()
     return {"screen": g.trial_settings()["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
-            "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s}
+            "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s,
+            "procedure": "a gate A/B per share"}
+
+
+def test_trials_of_the_gates_engine_do_not_join_trials_made_before_it(tmp_path, monkeypatch):
+    """Trials run as one gate A/B per share (gemm.track.abrun) say so in the file's gate
+    settings: a table of the earlier procedure (its own round loop, shares interleaved)
+    refuses them (--add-trials); a new table names it."""
+    from gemm.track import calibrate
+    from gemm.track.gate import GateConfig
+    monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
+        (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
+        for m in calibrate.METRICS})
+    before = {k: v for k, v in _gate_dict().items() if k != "procedure"}
+    _cal_file(tmp_path, trials=(1,), gate={**before, "robust": True, "overtime_s": 60.0})
+    with pytest.raises(calibrate.Refused, match="other gate settings"):
+        calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                      GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
+    calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                  GateConfig(), tmp_path, log=lambda s: None)
+    doc = calibration.load(tmp_path, "h200")[0].doc
+    assert doc["gate"]["procedure"] == calibrate.PROCEDURE and doc["trials"] == 1
 
 
 def test_the_verdicts_and_the_noise_table_say_which_rule_decides(tmp_path, capsys):

@@ -1,47 +1,45 @@
-"""Simulation (CPU only, not part of the suite or the gate): what the gate's A/B rule detects
-on this runner, resampling the calibrated A/A processes themselves instead of assuming
-normal noise -- so a heavy tail (a few slow processes) counts as it was measured.
+"""Simulation (CPU only, not part of the suite or the gate): what the gate's A/B detects on
+this runner, resampling the calibrated A/A processes themselves instead of assuming normal
+noise -- so a heavy tail (a few slow processes) counts as it was measured.
 
-A simulated A/B: per round, two reference and two new process values drawn (with
-replacement) from one series' A/A log values, the new ones moved by log(1 - share); decided
-after each round by gemm.track.decision.effect_rounds with the calibrated prior, at the
-gate's level and a family like a calibration trial's (18 series x looks x 2), stopped at a
-verdict or at ROUNDS (the cap or the time budget). Reports P(DROP) per share (share 0: the
-false-alarm rate) with the gate's prior (the calibrated sd, with its degrees of freedom) and,
-for comparison, with the robust sd (1.4826 MAD) as the prior, with the degrees of freedom a
-MAD estimate is worth: MAD_EFFICIENCY (its asymptotic efficiency at the normal, ~0.37) times
-the row's. (Given the row's full degrees of freedom, the robust sd looked far better, 0.93
-against 0.43 at +1 % on 07@2048 by 5 rounds: an overstatement of what 25 values tell.)
+A simulated A/B is one run of the gate's engine (gemm.track.abrun.ABRun: its stop rule, A/A
+control, overtime and decision by GateConfig.decide) on one series, whose arms draw each
+process's value (with replacement) from the series' A/A log values, the new arm's moved by
+log(1 - share), on a fake clock of 1 s a process: its time budget ends at ROUNDS rounds, at
+the gate's level and a family like a calibration trial's (18 series x looks x 2). Reports
+P(DROP) per share (share 0: the false-alarm rate) with the gate's prior (the calibrated sd,
+with its degrees of freedom) and, for comparison, with the robust sd (1.4826 MAD) as the
+prior, with the degrees of freedom a MAD estimate is worth: MAD_EFFICIENCY (its asymptotic
+efficiency at the normal, ~0.37) times the row's (given the row's full degrees of freedom,
+the robust sd looks better than what 25 values tell).
 
     python3 ci/probes/power_sim.py [calibration/h200.json] [TRIALS]
 Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
-ROUNDS (default 3 5), OVERTIME=N (ROUNDS is where the budget stops an A/B, and what is on
-course for a DROP goes on for up to N rounds more within the cap, as GateConfig.overtime_s;
-the gate's two rules), FAMILY (the Bonferroni family; default a trial's), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive
-robust alternative, or the gate's robust rule, GateConfig.robust; HUBER_K the Huber constant,
-default 1.5), MAX_ROUNDS (the cap the family is counted with; default
-the gate's), SHARES (0 0.005 0.01 0.02), SERIES (default: the tflops
-series of 05, 07, 09 at 2048-8192), SEED.
+ROUNDS (default 3 5), OVERTIME=N (what is on course for a DROP goes on for up to N rounds
+more within the cap, as GateConfig.overtime_s), FAMILY (the Bonferroni family; default a
+trial's), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive robust
+alternative, or the gate's robust rule, GateConfig.robust; HUBER_K the Huber constant,
+default 1.5), MAX_ROUNDS (the cap the family is counted with; default the gate's), SHARES
+(0 0.005 0.01 0.02), SERIES (default: the tflops series of 05, 07, 09 at 2048-8192), SEED.
 """
 import json
 import math
 import os
 import random
 import sys
+from dataclasses import replace
+from types import SimpleNamespace
 
 from gemm.track import decision
+from gemm.track.abrun import ABRun
 from gemm.track.calibrate import robust_sd
-from gemm.track.gate import GateConfig
+from gemm.track.gate import GateConfig, Row, Verdict
 
 MAD_EFFICIENCY = 0.37
 HUBER_K = float(os.environ.get("HUBER_K", "1.5"))
 HUBER = {"1": "naive"}.get(os.environ.get("HUBER", ""), os.environ.get("HUBER", ""))
-
-
-def gate_rule(ref, new, delta, alpha, family, prior):
-    """The gate's rule (gemm.track.decision.effect_rounds)."""
-    return decision.effect_rounds(ref, new, delta, alpha, family, prior).verdict
+KEY = ("sim", "4096", "tflops")   # the simulated series (4096: the large class's floor)
 
 
 def huber_variance(k=HUBER_K):
@@ -65,47 +63,50 @@ def huber_rule(ref, new, delta, alpha, family, prior):
          - decision.huber_location(lr, prior.sigma, HUBER_K))
     se = prior.sigma * math.sqrt(huber_variance() * (1 / len(lr) + 1 / len(ln)))
     q = float(student.ppf(1 - alpha / family / 2, prior.dof))
-    return decision.classify(d - q * se, d + q * se, delta / 2)
+    lo, hi = d - q * se, d + q * se
+    return decision.Effect(d, lo, hi, prior.sigma, prior.dof, len(lr), len(ln),
+                           decision.classify(lo, hi, delta / 2))
 
 
-def robust_rule(ref, new, delta, alpha, family, prior):
-    """HUBER=sandwich: the gate's robust rule (decision.effect_robust, GateConfig.robust) with
-    its prior from the row's A/A values (decision.robust_noise, per GPU where pooled)."""
-    return decision.effect_robust(ref, new, delta, alpha, family, prior, HUBER_K).verdict
+class NaiveHuber(GateConfig):
+    """The gate, deciding by huber_rule."""
+    def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior):
+        return huber_rule(ref_rounds, new_rounds, delta, self.alpha, family, prior)
 
 
-# OVERTIME: the rules whose Effect decision.on_course can read (the gate's two)
-EFFECTS = {gate_rule: decision.effect_rounds,
-           robust_rule: lambda *a: decision.effect_robust(*a, HUBER_K)}
+class Sandwich(GateConfig):
+    """The gate's robust rule (decision.effect_robust) at HUBER_K."""
+    def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior):
+        return decision.effect_robust(ref_rounds, new_rounds, delta, self.alpha, family,
+                                      robust_prior, HUBER_K)
 
 
-def simulate(logs, share, prior, rounds, cfg, family, rng, trials, rule=gate_rule):
-    """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs. With OVERTIME=N,
-    `rounds` is where the time budget runs out, and an A/B still ambiguous there with its
-    estimate past the margin (decision.on_course) goes on for up to N more rounds within the
-    gate's cap (GateConfig.overtime_s, counted in rounds)."""
-    delta = cfg.effect_for("4096")
+def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
+    """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs of `cfg` (its
+    rule: `prior`, and `robust` where the rule is robust), the budget ending at `rounds`."""
+    extra = int(os.environ.get("OVERTIME") or 0)
+    cfg = replace(cfg, budget_s=4.0 * rounds, overtime_s=4.0 * extra,   # 4 processes a round
+                  max_rounds=max(cfg.max_rounds, rounds))
+    cal = SimpleNamespace(prior=lambda *a: prior, robust_prior=lambda *a: robust,
+                          borrowed=lambda *a: False)
     shift = math.log1p(-share)
-    extra = int(os.environ.get("OVERTIME") or 0) if rule in EFFECTS else 0
-    last = min(max(rounds, cfg.max_rounds), rounds + extra)
-    drop = same = 0
+    delta = cfg.effect_for(KEY[1])
+    verdicts = []
     for _ in range(trials):
-        ref, new = [], []
-        verdict = decision.AMBIGUOUS
-        for r in range(1, last + 1):
-            ref.append([math.exp(rng.choice(logs)) for _ in range(2)])
-            new.append([math.exp(rng.choice(logs) + shift) for _ in range(2)])
-            if r < cfg.min_rounds:
-                continue
-            e = EFFECTS[rule](ref, new, delta, cfg.alpha, family, prior) if extra else None
-            verdict = e.verdict if e else rule(ref, new, delta, cfg.alpha, family, prior)
-            if verdict != decision.AMBIGUOUS:
-                break
-            if r >= rounds and not (e and decision.on_course(e, delta)):
-                break
-        drop += verdict == decision.DROP
-        same += verdict in decision.PASSING
-    return drop / trials, same / trials, 1 - (drop + same) / trials
+        now = [0.0]
+
+        def measure(arm, what):
+            now[0] += 1.0
+            moved = shift if arm == "new" else 0.0
+            return {KEY: math.exp(rng.choice(logs) + moved)}, {None: 0.0, KEY[:2]: 1.0}
+        row = Row(*KEY, 0, None, None, None, None, Verdict.CANDIDATE, min_effect=delta)
+        ab = ABRun([(row, "reference")], cfg, "new", measure, lambda s: None, cal,
+                   family=family, clock=lambda: now[0])
+        ab.run()
+        verdicts.append(ab.decided[0].verdict if 0 in ab.decided else None)
+    drop = verdicts.count(decision.DROP) / trials
+    same = sum(v in decision.PASSING for v in verdicts) / trials
+    return drop, same, 1 - drop - same
 
 
 def main(argv):
@@ -150,18 +151,19 @@ def main(argv):
         robust = robust_sd(values)
         # the alternative: the robust sd, with the dof a MAD estimate is worth
         alt = decision.Noise(robust, max(1, round(MAD_EFFICIENCY * row["dof"])))
-        columns = [(decision.Noise(row["sigma"], row["dof"]), gate_rule), (alt, gate_rule)]
+        own = decision.Noise(row["sigma"], row["dof"])
+        columns = [(cfg, own, None), (cfg, alt, None)]
         if HUBER == "naive":
-            columns.append((alt, huber_rule))
+            columns.append((NaiveHuber(max_rounds=cap), alt, None))
         elif HUBER == "sandwich":
             parts = [p["values"] for p in row.get("parts") or []] or [row["values"]]
-            columns.append((decision.robust_noise([[v for v in vs if v] for vs in parts],
-                                                  HUBER_K), robust_rule))
+            columns.append((Sandwich(max_rounds=cap), own, decision.robust_noise(
+                [[v for v in vs if v] for vs in parts], HUBER_K)))
         for rounds in rounds_list:
             cells = []
             for share in shares:
-                got = [simulate(logs, share, p, rounds, cfg, family, rng, trials, rule)[0]
-                       for p, rule in columns]
+                got = [simulate(logs, share, p, rounds, c, family, rng, trials, rp)[0]
+                       for c, p, rp in columns]
                 cells.append(" | ".join(f"{g:>5.3f}" for g in got))
             print(f"{name:<8} {100 * row['sigma']:5.3f}  "
                   f"{100 * robust:5.3f}  {rounds:>6}  " + "  ".join(cells))

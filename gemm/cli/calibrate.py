@@ -34,8 +34,8 @@ def add_arguments(p) -> None:
     p.add_argument("--max-rounds", type=int, default=None,
                    help="rounds before UNRESOLVED (default: the gate's)")
     p.add_argument("--budget", type=float, default=None,
-                   help="seconds of A/B per share before no new round starts (default: the "
-                   "gate's)")
+                   help="seconds of each share's A/B, its rounds planned to fit, as the gate's "
+                   "(default: the gate's)")
     p.add_argument("--mean-rule", action="store_true",
                    help="trials decide as gemm regress --mean-rule does (means only)")
     p.add_argument("--overtime", type=float, default=None, metavar="S",

@@ -26,7 +26,8 @@ def power_note(ab, r: Row, e) -> str:
             + (f" (--max-rounds {ab.cfg.max_rounds})" if need > ab.cfg.max_rounds else ""))
 
 
-def finish(ab, why_unresolved: str) -> None:
+def finish(ab) -> None:
+    """Each row's verdict, note and effects from its comparisons in a finished ABRun."""
     by_row: dict[int, list[int]] = {}
     for i, (r, _) in enumerate(ab.comps):
         by_row.setdefault(id(r), []).append(i)
@@ -49,15 +50,9 @@ def finish(ab, why_unresolved: str) -> None:
                 verdicts.append(Verdict.FAILED if new_failed else Verdict.UNRESOLVED)
                 parts.append(f"vs {c[:10]}: {why_failed}")
                 continue
-            e = ab.decided.get(i)
-            if (e is None and len(refs) > kept
-                    and None not in [x for p in refs + news for x in p]):
-                try:
-                    e = ab.effect(i)
-                except ValueError:     # no complete round
-                    e = None
-            why = ab.closed.get(i, why_unresolved)
-            if e is None and i not in ab.decided:
+            e = ab.estimate(i)
+            why = ab.closed[i].why if i in ab.closed else ""
+            if e is None:
                 verdicts.append(Verdict.UNRESOLVED if i not in ab.moot else Verdict.DROP)
                 parts.append(f"vs {c[:10]}: {ab.moot.get(i, why)}")
                 continue

@@ -1,62 +1,112 @@
-"""The rounds of one commit's A/B and the decisions they lead to (gemm.track.confirm runs it;
-gemm.track.abreport turns it into each row's verdict and note)."""
+"""The A/B engine, one for the gate, the calibration's trials and ci/probes/power_sim.py.
+
+Comparisons [(row, reference arm)] against one new arm, in palindromic rounds (R1 R2 N N R2
+R1, so a linear drift falls on every arm alike), each arm in its own processes. An arm is a
+label and `measure(label, series) -> (values, walls)`: git worktrees for the gate (in_trees,
+gemm.track.confirm), one tree slowed by injected delays for a trial (gemm.track.calibrate),
+resampled A/A values for the simulation. After `min_rounds` rounds, and after each round up
+to `max_rounds`, each comparison is decided (GateConfig.decide) at a Bonferroni level over
+every comparison, look and the one restart. The A/A control (each reference's first
+processes against its last, on series whose noise is known) guards the run: if the same code
+moved, the rounds are discarded and measured once more; if it moves again, what is undecided
+is left open. Each round takes the undecided comparisons that fit in the time budget left
+(gemm.track.plan), by priority, and a comparison may join in a later round (paired round by
+round); what finds no room, or is undecided when no round fits, is left open (`closed`, with
+a Stop), but for overtime (GateConfig.overtime_s): what is on course for a DROP that the
+round cap can still reach (decision.reachable) is measured on, alone, in rounds that fit in
+overtime_s more. gemm.track.abreport turns a finished run into each row's verdict and note.
+"""
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from . import abtest, decision, plan
 from .gate import GateConfig, Row
 
 
-class ABRun:
-    """The rounds of one commit's A/B and the decisions they lead to."""
+class Stop(StrEnum):
+    """Why a comparison was left open (UNRESOLVED)."""
+    BUDGET = "budget"       # out of the time budget, or of its overtime
+    CAP = "cap"             # at the round cap
+    UNSTABLE = "unstable"   # the A/A control moved
+    MISSING = "missing"     # a measurement reported nothing for it
+    BROKEN = "broken"       # the A/B broke off (abtest.ABError)
 
-    def __init__(self, comparisons, cfg: GateConfig, new: str, tree: dict, log, calibration,
-                 speeds: dict | None = None):
-        self.comps = comparisons
-        self.cfg, self.new, self.tree, self.log, self.cal = cfg, new, tree, log, calibration
+
+@dataclass(frozen=True)
+class Closed:
+    stop: Stop
+    why: str
+
+
+def in_trees(tree: dict):
+    """Arms that are git worktrees ({label: tree}), a process each `gemm measure` there."""
+    def measure(arm: str, what: dict) -> tuple[dict, dict]:
+        walls: dict = {}
+        return abtest.measure(tree[arm], what, walls=walls), walls
+    return measure
+
+
+class ABRun:
+    """One A/B: `comparisons` [(row, reference arm)] against the arm `new`. `family`: the
+    Bonferroni family if not the comparisons' own; `clock`: seconds (time.monotonic)."""
+
+    def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
+                 speeds: dict | None = None, family: int | None = None, clock=None):
+        self.comps, self.cfg, self.new, self.measure = comparisons, cfg, new, measure
+        self.log, self.cal, self.clock = log, calibration, clock
         # Bonferroni over every comparison, every look, and the one allowed restart
-        self.family = decision.family_size(len(comparisons), cfg.min_rounds, cfg.max_rounds)
+        self.family = family or decision.family_size(len(comparisons), cfg.min_rounds,
+                                                     cfg.max_rounds)
+        self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
+        self.unguarded = False            # said once: no series here can judge the GPU
+        self.untrusted: set[int] = set()  # left open as the A/A control moved: not carried
+        self.restarts = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """No rounds, no decisions (the start, and the A/A control's restart)."""
+        self.n = 0                        # rounds so far
+        self.values: dict = {}            # (arm, key) -> {round: values}
         self.decided: dict[int, decision.Effect] = {}
         self.failed: dict[int, tuple[bool, str]] = {}   # (the new code failed?, why)
-        self.moot: dict[int, str] = {}   # left open: another comparison of its row is a DROP
-        self.closed: dict[int, str] = {}  # left open at the time budget (others ran overtime)
+        self.moot: dict[int, str] = {}    # left open: another comparison of its row is a DROP
+        self.closed: dict[int, Closed] = {}
         self.overtime: set[int] = set()   # kept past the time budget (on course for a DROP)
         self.over_measured: set[int] = set()  # ... and measured there
         self.upto: dict[int, int] = {}    # rounds a comparison had when it left the undecided
-        self.n = 0                        # rounds so far
-        self.values: dict = {}            # (arm, key) -> {round: values}
-        self.unguarded = False            # said once: no series here can judge the GPU
-        self.untrusted: set[int] = set()  # left open because the A/A control moved: their
-                                          # rounds are not carried to the next commit
-        self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
 
     def prior(self, r: Row):
         return self.cal.prior(r.kernel, r.size, r.metric) if self.cal is not None else None
 
+    def robust_prior(self, r: Row):
+        return (self.cal.robust_prior(r.kernel, r.size, r.metric)
+                if self.cal is not None and self.cfg.robust else None)
+
     def undecided(self) -> list[int]:
-        return [i for i in range(len(self.comps))
-                if i not in self.decided and i not in self.failed and i not in self.moot
-                and i not in self.closed]
+        return [i for i in range(len(self.comps)) if i not in self.decided
+                and i not in self.failed and i not in self.moot and i not in self.closed]
 
     def measure_round(self, n: int, chosen: list[int]) -> None:
         """Round n over the comparisons `chosen` (what else their targets give comes free)."""
-        plan: dict[str, list[Row]] = {}
+        self.n = n
+        by_ref: dict[str, list[Row]] = {}
         for i in chosen:
-            r, c = self.comps[i]
-            plan.setdefault(c, []).append(r)
-        refs = list(plan)
+            by_ref.setdefault(self.comps[i][1], []).append(self.comps[i][0])
+        refs = list(by_ref)
         union = series([self.comps[i][0] for i in chosen])
-        for sha, pos in abtest.palindrome(refs, self.new):
-            what = union if pos == "new" else series(plan[sha])
-            self.log(f"regress: A/B round {n}/{self.cfg.max_rounds}: "
-                     f"{'new' if pos == 'new' else 'reference'} {sha[:10]}: "
+        # R1 R2 N N R2 R1: a reference's two processes "first" and "last" (the A/A control)
+        for arm, pos in ([(c, "first") for c in refs] + [(self.new, "new")] * 2
+                         + [(c, "last") for c in reversed(refs)]):
+            what = union if pos == "new" else series(by_ref[arm])
+            self.log(f"A/B round {n}/{self.cfg.max_rounds}: "
+                     f"{'new' if pos == 'new' else 'reference'} {arm[:10]}: "
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
-            arm = "new" if pos == "new" else sha
-            walls: dict = {}
-            got = abtest.measure(self.tree[sha], what, walls=walls)
-            self.costs.learn(sha, walls)
+            got, walls = self.measure(arm, what)
+            self.costs.learn(arm, walls)
             for key, v in got.items():
                 d = self.values.setdefault((arm, key), {})
                 if pos == "new":
@@ -64,19 +114,19 @@ class ABRun:
                     continue
                 d.setdefault(n, {})[pos] = v
                 if pos == "first":     # how many new-code steps apart its two processes are
-                    d[n]["k"] = 2 * len(refs) + 1 - 2 * refs.index(sha)   # (R1 .. N N .. R1)
+                    d[n]["k"] = 2 * len(refs) + 1 - 2 * refs.index(arm)   # (R1 .. N N .. R1)
             for i in chosen:           # asked for, not reported: no value to pair, ever
                 r, c = self.comps[i]
-                if (pos == "new" or c == sha) and (r.kernel, r.size, r.metric) not in got \
+                if (pos == "new" or c == arm) and (r.kernel, r.size, r.metric) not in got \
                         and i in self.undecided():
-                    self.close(i, f"{'the new code' if pos == 'new' else 'the reference ' + sha[:10]}"
-                                  f"'s measurement here reported nothing for it")
+                    who = "the new code" if pos == "new" else f"the reference {arm[:10]}"
+                    self.close(i, Stop.MISSING, f"{who}'s measurement here reported nothing for it")
         if self.overtime:
             self.over_measured.update(chosen)
 
-    def close(self, i: int, why: str) -> None:
+    def close(self, i: int, stop: Stop, why: str) -> None:
         """Leave comparison i open (UNRESOLVED) for `why`, with the rounds it has now."""
-        self.closed[i] = why
+        self.closed[i] = Closed(stop, why)
         self.upto.setdefault(i, len(self.paired(i)[0]))
 
     def paired(self, i: int) -> tuple[list, list, list]:
@@ -85,7 +135,7 @@ class ABRun:
         left the undecided (decided, closed), only the rounds it had then."""
         r, c = self.comps[i]
         key = (r.kernel, r.size, r.metric)
-        ref, new = self.values.get((c, key), {}), self.values.get(("new", key), {})
+        ref, new = self.values.get((c, key), {}), self.values.get((self.new, key), {})
         refs, news, ks = carried(r.carried_rounds.get(c))
         for n in sorted(ref):
             got, nv = ref[n], new.get(n, [])
@@ -103,7 +153,7 @@ class ABRun:
 
     def new_values(self, r: Row) -> list:
         """Every value of the row's new code measured here, round by round."""
-        d = self.values.get(("new", (r.kernel, r.size, r.metric)), {})
+        d = self.values.get((self.new, (r.kernel, r.size, r.metric)), {})
         return [v for n in sorted(d) for v in d[n]]
 
     def reachable(self, i: int, e) -> bool:
@@ -114,10 +164,9 @@ class ABRun:
 
     def priority(self, i: int) -> tuple:
         """Which comparison a round takes first when not all fit the time left: those carried
-        UNRESOLVED from earlier commits and not measured yet, those the A/B has on course for
-        a DROP, then those not measured yet (the furthest past their screen, or past their
-        noise where that is larger, first), then the others measured (the slowest estimate
-        first)."""
+        UNRESOLVED from earlier commits and not measured yet, those on course for a DROP,
+        then those not measured yet (the furthest past their screen, or past their noise where
+        that is larger, first), then the others measured (the slowest estimate first)."""
         r, c = self.comps[i]
         if r.carried and (c, (r.kernel, r.size, r.metric)) not in self.values:
             return (-1, -len(r.carried))
@@ -127,9 +176,7 @@ class ABRun:
             except ValueError:     # a failed value: its verdict comes without more rounds
                 return (0, -math.inf)
             return (0 if self.reachable(i, e) else 2, e.estimate)
-        # the screened drop in units of what makes it noise: the screen, or the series'
-        # per-process noise where that is larger (in a flood, noisy series are the likeliest
-        # to sit past the screen by chance)
+        # in a flood of candidates, noisy series are the likeliest to sit past the screen
         change = r.change if c == r.reference else r.anchor_change
         p = self.prior(r)
         scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0)
@@ -157,13 +204,9 @@ class ABRun:
 
     def judges_gpu(self, r: Row) -> bool:
         """Does this series' A/A control judge the GPU? Only where its noise is known: its own
-        calibration on this runner, or no calibration file at all (the rounds' own spread;
-        likewise a series that neither has nor can borrow calibrated noise). Noise
-        borrowed from other series is a fair stand-in for deciding a drop against the minimum
-        effect, not for telling the GPU from the series: the A/A's drift correction
-        multiplies the new code's process-to-process noise by k (3 with one reference), and a
-        series noisier than the one it borrows from reads as a GPU that moved
-        (docs/gate-history.md)."""
+        calibration, or none at all (the rounds' own spread). Borrowed noise decides a drop
+        against the minimum effect fairly, but a series noisier than the one it borrows from
+        reads as a GPU that moved (docs/gate-history.md)."""
         return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
 
     def unstable(self) -> str | None:
@@ -174,9 +217,9 @@ class ABRun:
         judges = [i for i in todo if self.judges_gpu(self.comps[i][0])]
         if todo and not judges and not self.unguarded:
             self.unguarded = True
-            self.log("regress: no A/A control from here on: every series still undecided "
-                     "has noise borrowed from other series (gemm calibrate them on this runner "
-                     "to guard their A/B)")
+            self.log("no A/A control from here on: every series still undecided has noise "
+                     "borrowed from other series (gemm calibrate them on this runner to guard "
+                     "their A/B)")
         for i in judges:
             r, c = self.comps[i]
             kept = self.kept(i)
@@ -212,8 +255,7 @@ class ABRun:
                 self.upto[i] = len(refs)
         # a row with a DROP against one commit is a DROP whatever its other comparisons say
         # (a drift: a drop against the anchor, an ambiguous step against the previous
-        # commit): no more rounds for those
-        # (and those closed at the time budget while another comparison of the row ran on)
+        # commit): no more rounds for those, nor for those closed at the budget meanwhile
         for i in self.undecided() + list(self.closed):
             r = self.comps[i][0]
             hit = next((self.comps[j][1] for j, e in self.decided.items()
@@ -223,25 +265,33 @@ class ABRun:
                 self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
                 self.upto.setdefault(i, len(self.paired(i)[0]))
 
-    def robust_prior(self, r: Row):
-        return (self.cal.robust_prior(r.kernel, r.size, r.metric)
-                if self.cal is not None and self.cfg.robust else None)
-
     def effect(self, i: int):
-        """Comparison i's effect (GateConfig.decide: round by round by means, or by Huber
-        locations where the robust rule is on)."""
+        """Comparison i's effect on the rounds it was measured in (GateConfig.decide; kept
+        rounds: round by round by means)."""
         r, _ = self.comps[i]
-        # the rounds this comparison was measured in (its row's new code may have been
-        # measured in others, for its comparison with another commit)
         refs, news, _ = self.paired(i)
-        robust = None if self.kept(i) else self.robust_prior(r)   # kept rounds: round by round
+        robust = None if self.kept(i) else self.robust_prior(r)
         return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust)
 
+    def estimate(self, i: int):
+        """Comparison i's decision, or where it has none, the effect of its rounds here (left
+        open: AMBIGUOUS); None without a complete round here, or with a failed value."""
+        if i in self.decided:
+            return self.decided[i]
+        refs, news, _ = self.paired(i)
+        if len(refs) <= self.kept(i) or None in [x for p in refs + news for x in p]:
+            return None
+        try:
+            return replace(self.effect(i), verdict=decision.AMBIGUOUS)
+        except ValueError:     # no complete round
+            return None
+
     def run(self) -> None:
-        restarts, n, total = 0, 0, 0
-        t0 = time.monotonic()
-        while n < self.cfg.max_rounds and self.undecided():
-            spent = time.monotonic() - t0
+        """Rounds until every comparison is decided or closed (then `closed` says why)."""
+        clock = self.clock or time.monotonic
+        total, t0 = 0, clock()
+        while self.n < self.cfg.max_rounds and self.undecided():
+            spent = clock() - t0
             chosen = [] if self.overtime else self.choose(self.cfg.budget_s - spent,
                                                           first=total == 0)
             if not chosen:   # no more within the budget: overtime for what is on course
@@ -249,91 +299,79 @@ class ABRun:
                 left = self.cfg.budget_s + self.cfg.overtime_s - spent
                 chosen = self.choose(left) if self.undecided() else []
                 if not chosen:
-                    for i in self.undecided():
-                        self.close(i, f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
-                                      f" s past its {self.cfg.budget_s:.0f}-s budget) "
-                                      f"after {total} rounds")
-                    break
-            n, total = n + 1, total + 1
-            self.n = n
-            self.measure_round(n, chosen)
-            if n < self.cfg.min_rounds:
+                    self.end(Stop.BUDGET, f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
+                                          f" s past its {self.cfg.budget_s:.0f}-s budget) "
+                                          f"after {total} rounds")
+                    return
+            total += 1
+            self.measure_round(self.n + 1, chosen)
+            if self.n < self.cfg.min_rounds:
                 continue
             moved = self.unstable()
             if moved and self.overtime:
                 # in overtime: what was decided within the budget stands (as with no overtime);
                 # only the comparisons measured on are left open, and said why
                 self.untrusted.update(self.undecided())
-                for i in self.undecided():
-                    self.close(i, f"the A/A control moved during overtime ({moved})")
-                break
+                return self.end(Stop.UNSTABLE, f"the A/A control moved during overtime ({moved})")
+            if moved and not self.restarts:
+                self.log(f"the A/A control moved ({moved}): the GPU changed during the A/B; "
+                         "its rounds and decisions are discarded and measured again")
+                self.restarts = 1
+                self.reset()
+                continue
             if moved:
-                if restarts == 0:
-                    self.log(f"regress: the A/A control moved ({moved}): the GPU changed "
-                             "during the A/B; its rounds and decisions are discarded and "
-                             "measured again")
-                    restarts, n, self.n, self.values = 1, 0, 0, {}
-                    self.decided, self.failed, self.moot = {}, {}, {}
-                    self.closed, self.overtime, self.over_measured = {}, set(), set()
-                    self.upto = {}
-                    continue
                 self.untrusted.update(self.undecided())
-                self.finish(f"the GPU was unstable: the A/A control moved twice ({moved})")
-                return
+                return self.end(Stop.UNSTABLE,
+                                f"the GPU was unstable: the A/A control moved twice ({moved})")
             self.decide_round()
         for i in self.undecided():   # the round cap came first
             if not self.paired(i)[0]:
-                self.close(i, "not measured: no room for it in the A/B's rounds (the most "
-                              "suspicious go first)")
-        self.finish(f"still ambiguous after {total} rounds")
+                self.close(i, Stop.CAP, "not measured: no room for it in the A/B's rounds (the "
+                                        "most suspicious go first)")
+        self.end(Stop.CAP, f"still ambiguous after {total} rounds")
+
+    def end(self, stop: Stop, why: str) -> None:
+        """Close every undecided comparison for `why`."""
+        for i in self.undecided():
+            self.close(i, stop, why)
 
     def past_budget(self, total: int) -> None:
         """No further round fits the time budget: close what is undecided, but for what is on
         course for a DROP (it goes on alone, overtime); each closed comparison keeps why."""
         budget = self.cfg.budget_s
-        keep = self.on_course() if self.cfg.overtime_s > 0 else []
+        keep = [i for i in self.undecided() if self.cfg.overtime_s > 0 and self.on_course(i)]
         waiting = [i for i in self.undecided() if not self.paired(i)[0]]
         for i in self.undecided():
             if i in keep:
                 continue
             if i in self.overtime:
-                self.close(i, f"no longer on course for a DROP after {total} rounds (overtime)")
+                why = f"no longer on course for a DROP after {total} rounds (overtime)"
             elif i in waiting:
-                self.close(i, f"not measured: out of the A/B time budget ({budget:.0f} s);"
-                              f" {len(waiting)} comparisons found no room in its "
-                              f"{total} rounds (the most suspicious go first)")
+                why = (f"not measured: out of the A/B time budget ({budget:.0f} s); "
+                       f"{len(waiting)} comparisons found no room in its {total} rounds (the "
+                       f"most suspicious go first)")
             else:
-                self.close(i, f"out of the A/B time budget ({budget:.0f} s) after {total} rounds")
+                why = f"out of the A/B time budget ({budget:.0f} s) after {total} rounds"
+            self.close(i, Stop.BUDGET, why)
         if waiting:
-            self.log(f"regress: {len(waiting)} of {len(self.comps)} comparisons not measured: "
+            self.log(f"{len(waiting)} of {len(self.comps)} comparisons not measured: "
                      f"no room in the A/B time budget ({budget:.0f} s)")
         new = [i for i in keep if i not in self.overtime]
         if new:
-            self.log(f"regress: out of the A/B time budget ({budget:.0f} s) after {total} "
-                     f"rounds; overtime (up to {self.cfg.overtime_s:.0f} s more, within "
+            self.log(f"out of the A/B time budget ({budget:.0f} s) after {total} rounds; "
+                     f"overtime (up to {self.cfg.overtime_s:.0f} s more, within "
                      f"{self.cfg.max_rounds} rounds) for what is on course for a DROP: "
                      + "; ".join(f"{self.comps[i][0].kernel} at {self.comps[i][0].size} "
                                  f"({self.comps[i][0].label}) vs {self.comps[i][1][:10]}: "
                                  f"{self.effect(i).describe()}" for i in new))
             self.overtime.update(new)
 
-    def on_course(self) -> list[int]:
-        """The undecided comparisons on course for a DROP that a DROP can still reach within
-        the round cap (overtime: decision.on_course, decision.reachable)."""
-        keep = []
-        for i in self.undecided():
-            try:
-                e = self.effect(i)
-            except ValueError:       # no complete round, or a failed value
-                continue
-            if self.reachable(i, e):
-                keep.append(i)
-        return keep
-
-    def finish(self, why_unresolved: str) -> None:
-        """Each row's verdict, note and effects from its comparisons (gemm.track.abreport)."""
-        from .abreport import finish
-        finish(self, why_unresolved)
+    def on_course(self, i: int) -> bool:
+        """On course for a DROP that it can still reach within the round cap (overtime)."""
+        try:
+            return self.reachable(i, self.effect(i))
+        except ValueError:       # no complete round, or a failed value
+            return False
 
 
 def carried(values: dict | None) -> tuple[list, list, list]:

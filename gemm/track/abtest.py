@@ -5,8 +5,8 @@ code would confirm a machine shift as a regression. Each commit is checked out i
 worktree and measured through its own `python -m gemm measure --task K@S... --json F` (schema
 gemm.measure/1), one process per arm, in palindromic rounds (R1 R2 N N R2 R1) so that a linear
 drift falls on every arm alike. An arm measures under its tree's CONFIRM policy (what the
-calibration was made under), or its suite policy where it has none. gemm.track.confirm
-decides.
+calibration was made under), or its suite policy where it has none. gemm.track.abrun runs
+the rounds.
 """
 from __future__ import annotations
 
@@ -211,26 +211,3 @@ def trees(repo, commits):
                 out[c] = stack.enter_context(checkout(repo, c))
         yield out
 
-
-def palindrome(references: list[str], new: str) -> list[tuple[str, str]]:
-    """One round's order as (commit, position): R1 R2 N N R2 R1; a reference's two positions
-    are "first" and "last" (the A/A control compares them), the new code's "new"."""
-    return ([(r, "first") for r in references] + [(new, "new"), (new, "new")]
-            + [(r, "last") for r in reversed(references)])
-
-
-def run(repo, reference: str, new: str, series: dict[str, list[str]], rounds: int = 1,
-        log=print) -> dict:
-    """`rounds` A B B A rounds of `series` with both commits' code: {(kernel, size, metric):
-    {"reference": [values], "new": [values]}} (None where a measurement failed); ABError if
-    either commit cannot be checked out or measured."""
-    got: dict = {}
-    with trees(repo, [reference, new]) as tree:
-        what = "; ".join(f"{k} at {', '.join(s)}" for k, s in series.items())
-        for i in range(rounds):
-            for sha, pos in palindrome([reference], new):
-                side = "new" if pos == "new" else "reference"
-                log(f"regress: A/B round {i + 1}/{rounds}: {side} {sha[:10]}: {what}")
-                for key, v in measure(tree[sha], series).items():
-                    got.setdefault(key, {"reference": [], "new": []})[side].append(v)
-    return got

@@ -3,10 +3,9 @@
 1. Noise (A/A): `processes` processes of this tree's code measure every kernel x size through
    the A/B's own path (abtest.measure). Per series, sigma is the sd of the log values over
    processes (processes - 1 dof): the prior the gate pools into its A/B.
-2. Detection (fault injection, gemm.core.faults): `trials` A/Bs of this code against itself
-   slowed by each share in `shares`, each run as the gate runs one (palindromic rounds, the
-   gate's family-wise level, budget and overtime, decision by gemm.track.decision with the
-   noise of step 1). A trial detects a share when its TFLOPS verdict is DROP.
+2. Detection (fault injection, gemm.core.faults): `trials` trials, each one A/B of the gate's
+   engine (gemm.track.abrun) per share in `shares`: this code against itself slowed by the
+   share, with the noise of step 1. A trial detects a share when its TFLOPS verdict is DROP.
 3. Join (`--join`) / pool (`--pool`): other files' trials or noise added to this machine's
    file; nothing is measured.
 
@@ -14,27 +13,24 @@ Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise 
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import stats
 from ..core.faults import ENV
-from . import abtest, calibration, decision
-from .gate import GateConfig
+from . import abtest, calibration, decision, plan
+from .abrun import ABRun, Stop
+from .gate import GateConfig, Row, Verdict
 
 METRICS = ("tflops", "pct_of_cublas")
 
 
 class Refused(ValueError):
     """The settings cannot make the asked-for calibration (said before anything runs)."""
-
-
-def _series(kernels, sizes) -> dict[str, list[str]]:
-    return {k: list(sizes) for k in kernels}
 
 
 def _logs(values) -> list[float]:
@@ -77,8 +73,8 @@ def noise(root, kernels, sizes, processes: int, log,
         log(f"calibrate: A/A process {i + 1}/{processes}: {', '.join(kernels)} at {', '.join(sizes)}")
         sets: dict = {}
         try:
-            measured = abtest.measure(Path(root), _series(kernels, sizes), device=device,
-                                      sets=sets)
+            measured = abtest.measure(Path(root), {k: list(sizes) for k in kernels},
+                                      device=device, sets=sets)
         except KeyboardInterrupt:
             return got, device, i, True
         for key, v in measured.items():
@@ -107,95 +103,66 @@ def noise_rows(got: dict, source: dict | None = None,
     return rows
 
 
-def trial(root, kernels, sizes, shares, cfg: GateConfig, priors: dict, log,
-          label: str = "", stopped: dict | None = None, clock=time.monotonic,
-          values: dict | None = None, robust_priors: dict | None = None,
-          overtime: set | None = None) -> dict:
-    """One detection trial: {(kernel, size, metric, share): decision.Effect or None}.
+REFERENCE = "+0 %"   # a trial's reference arm: this code, no delay
+PROCEDURE = "a gate A/B per share"   # in the file's gate settings: trials join only their own
 
-    As in the gate's A/B (confirm.ABRun), a round measures only the undecided series, and a
-    share stops at the gate's budget (its time taken as twice its own arms') except for series
-    on course for a DROP, which get the overtime. Series left open are AMBIGUOUS. Filled if
-    given: `stopped` (why: "budget" or "cap"), `overtime` (keys measured past the budget),
-    `values` (the process values each decision used)."""
-    keys = [(k, s, m) for k in kernels for s in sizes for m in METRICS]
-    # the family as the gate counts it for a commit with these comparisons: every series,
-    # every look, and the one restart its A/A control allows
-    family = decision.family_size(len(keys), cfg.min_rounds, cfg.max_rounds)
-    vals: dict = {}           # (arm, key) -> [values]; arm: "ref" or a share
-    places: dict = {}         # (arm, key) -> [per-placement medians per process] (TFLOPS keys)
-    decided: dict = {}
-    spent = {sh: 0.0 for sh in shares}
-    stopped = {} if stopped is None else stopped
-    overtime = set() if overtime is None else overtime
-    values = {} if values is None else values
 
-    def effect(sh, key, rounds: int):
-        ref, new = vals.get(("ref", key), []), vals.get((sh, key), [])
-        values[key + (sh,)] = {"ref": ref[:2 * rounds], "new": new[:2 * rounds]}
-        if ("ref", key) in places:
-            values[key + (sh,)]["placements"] = {
-                "ref": places[("ref", key)][:2 * rounds],
-                "new": places.get((sh, key), [])[:2 * rounds]}
-        if not ref or not new or None in ref or None in new:
-            return None
-        # the share's open rounds are the first `rounds`, and so are the reference's
-        return cfg.decide([ref[j:j + 2] for j in range(0, 2 * rounds, 2)],
-                          [new[j:j + 2] for j in range(0, 2 * rounds, 2)],
-                          cfg.min_effect_at(key[1], priors.get(key)), family, priors.get(key),
-                          (robust_priors or {}).get(key))
-    n = 0
-    while n < cfg.max_rounds:
-        todo = {sh: [k for k in keys if k + (sh,) not in decided] for sh in shares}
-        todo = {sh: ks for sh, ks in todo.items() if ks}
-        for sh in [sh for sh in todo if n >= 1 and spent[sh] > cfg.budget_s]:
-            going = []
-            more = spent[sh] <= cfg.budget_s + cfg.overtime_s
-            for key in todo.pop(sh):
-                e = effect(sh, key, n)
-                if more and e is not None and decision.on_course(
-                        e, cfg.min_effect_at(key[1], priors.get(key))):
-                    going.append(key)
-                    overtime.add(key + (sh,))
-                else:
-                    if e is not None and n < cfg.min_rounds:   # no decision before then:
-                        e = dataclasses.replace(e, verdict=decision.AMBIGUOUS)   # as the gate
-                    decided[key + (sh,)] = e
-                    stopped[key + (sh,)] = "budget"
-            if going:
-                todo[sh] = going
-                log(f"calibrate: {label}+{100 * sh:g} % delay: past its time budget after {n} "
-                    f"rounds; overtime (up to {cfg.overtime_s:g} s more) for what is on "
-                    f"course for a DROP: "
-                    + "; ".join(f"{k} at {sz} ({m})" for k, sz, m in going))
-        if not todo:
-            break
-        n += 1
-        union = [k for k in keys if any(k in ks for ks in todo.values())]
-        arms = [("ref", None, union)] + [(sh, {ENV: repr(float(sh))}, todo[sh]) for sh in todo]
-        for arm, env, open_keys in arms + arms[::-1]:
-            cells = abtest.series_of((k, sz) for k, sz, _ in open_keys)
-            log(f"calibrate: {label}round {n}/{cfg.max_rounds}: "
-                f"{'reference' if arm == 'ref' else f'+{100 * arm:g} % delay'}: "
-                + "; ".join(f"{k} at {', '.join(s)}" for k, s in cells.items()))
-            t0 = clock()
+@dataclass(frozen=True)
+class Outcome:
+    """A series' A/B in a detection trial: its verdict (FAILED: a measurement failed), the
+    effect it rests on (None: not measured), why it was left open (None: decided), whether
+    it was measured past the time budget, and the process values (and placements) used."""
+    verdict: str
+    effect: decision.Effect | None
+    stopped: Stop | None
+    overtime: bool
+    values: dict
+
+
+def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = "",
+          clock=None) -> dict:
+    """One detection trial: {(kernel, size, metric, share): Outcome}. Per share, one A/B of
+    the gate's engine (gemm.track.abrun: its family, budget, overtime, A/A control, stop
+    rule) of this code against itself slowed by the share, every series a comparison, with
+    the calibration `cal`'s noise."""
+    medians = {(r["kernel"], r["size"], r["metric"]): r.get("median")
+               for r in cal.doc.get("noise", [])}
+    out = {}
+    for sh in shares:
+        rows = [Row(k, sz, m, 0, None, medians.get((k, sz, m)), None, None, Verdict.CANDIDATE,
+                    min_effect=cfg.min_effect_for(k, sz, m, cal))
+                for k in kernels for sz in sizes for m in METRICS]
+        procs: list = []      # (restarts, arm, placements) per process, in order
+
+        def measure(arm: str, what: dict) -> tuple[dict, dict]:
+            walls: dict = {}
             sets: dict = {}
-            for key, v in abtest.measure(Path(root), cells, env=env, sets=sets).items():
-                vals.setdefault((arm, key), []).append(v)
-                if key[2] == "tflops" and sets:
-                    places.setdefault((arm, key), []).append(sets.get(key[:2]))
-            if arm != "ref":
-                spent[arm] += 2 * (clock() - t0)
-        if n < cfg.min_rounds:
-            continue
-        for sh, open_keys in todo.items():
-            for key in open_keys:
-                e = effect(sh, key, n)
-                if e is None or e.verdict != decision.AMBIGUOUS or n == cfg.max_rounds:
-                    decided[key + (sh,)] = e
-                    if e is not None and e.verdict == decision.AMBIGUOUS:
-                        stopped[key + (sh,)] = "cap"
-    return decided
+            got = abtest.measure(Path(root), what, env=None if arm == REFERENCE else
+                                 {ENV: repr(float(sh))}, sets=sets, walls=walls)
+            procs.append((ab.restarts, arm, sets))
+            return got, walls
+        ab = ABRun([(r, REFERENCE) for r in rows], cfg, f"+{100 * sh:g} %", measure,
+                   lambda s: log(f"calibrate: {label}{s}"), cal, plan.speeds(rows), clock=clock)
+        ab.run()
+        procs = [p for p in procs if p[0] == ab.restarts]
+        for i, r in enumerate(rows):
+            out[(r.kernel, r.size, r.metric, sh)] = _outcome(ab, i, procs)
+    return out
+
+
+def _outcome(ab: ABRun, i: int, procs: list) -> Outcome:
+    r = ab.comps[i][0]
+    refs, news, _ = ab.paired(i)
+    values: dict = {"ref": [x for p in refs for x in p], "new": [x for p in news for x in p]}
+    t = (r.kernel, r.size)
+    sets = {a: [s[t] for _, arm, s in procs if arm == a and t in s] for a in (REFERENCE, ab.new)}
+    if r.metric == "tflops" and sets[REFERENCE]:
+        values["placements"] = {"ref": sets[REFERENCE][:len(values["ref"])],
+                                "new": sets[ab.new][:len(values["new"])]}
+    e = ab.estimate(i)
+    verdict = "FAILED" if i in ab.failed else e.verdict if e else decision.AMBIGUOUS
+    closed = ab.closed.get(i)
+    return Outcome(verdict, e, closed.stop if closed else None, i in ab.over_measured, values)
 
 
 def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inject_sizes,
@@ -207,7 +174,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     (same settings, kernels, sizes), numbered on per share. `gpu_name`: this GPU's name (a
     file of another is not used); `gpu`: its NVML name and UUID, kept with the noise."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
-    gate = cfg.trial_settings()
+    gate = {**cfg.trial_settings(), "procedure": PROCEDURE}
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
         made = (old.doc.get("gate"),) + _measured(old.doc["detection"])
@@ -266,30 +233,20 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     det = list(earlier)
     first = {sh: next_trial(det, sh) for sh in shares}
     for t in range(trials):
-        priors = {key: cal.prior(*key) for key in
-                  [(k, sz, m) for k in inject_kernels for sz in inject_sizes for m in METRICS]}
-        stopped: dict = {}
-        over: set = set()
-        raw: dict = {}
-        robust = {key: cal.robust_prior(*key) for key in priors} if cfg.robust else {}
-        res = trial(root, inject_kernels, inject_sizes, shares, cfg,
-                    {k: v for k, v in priors.items() if v is not None}, log,
-                    label=f"trial {t + 1}/{trials}: ", stopped=stopped, values=raw, overtime=over,
-                    robust_priors={k: v for k, v in robust.items() if v is not None})
+        res = trial(root, inject_kernels, inject_sizes, shares, cfg, cal, log,
+                    label=f"trial {t + 1}/{trials}: ")
         tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
-        for (k, sz, m, sh), e in sorted(res.items()):
-            p = priors.get((k, sz, m))
+        for (k, sz, m, sh), o in sorted(res.items()):
+            e, p = o.effect, cal.prior(k, sz, m)
             det.append({"trial": first[sh] + t, "id": tag, "gpu": gpu,   # which GPU ran it
-                        "kernel": k, "size": sz, "metric": m,
-                        "share": sh, "stopped": stopped.get((k, sz, m, sh)),
-                        "overtime": (k, sz, m, sh) in over,
-                        "verdict": e.verdict if e else "FAILED",
+                        "kernel": k, "size": sz, "metric": m, "share": sh,
+                        "stopped": o.stopped, "overtime": o.overtime, "verdict": o.verdict,
                         "change": e.change if e else None,
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
                         "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
                         "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
-                        "rule": "huber" if robust.get((k, sz, m)) is not None else "mean",
-                        "values": raw.get((k, sz, m, sh))})
+                        "rule": "huber" if cfg.robust and cal.robust_prior(k, sz, m) else "mean",
+                        "values": o.values})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {
             **base, "gate": gate, "noise": rows, **table_of(det)})

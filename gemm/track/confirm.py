@@ -1,38 +1,17 @@
 """Deciding the gate's candidates ("drop?"): DROP, noise (dismissed) or UNRESOLVED.
 
 A candidate may be the code or the machine (the history was recorded on other GPUs of the same
-name). Where a GPU is present it is decided by an A/B (gemm.track.abtest): the new commit's
-code against the code of each commit it was flagged against (the history's reference, the
-newest earlier recorded commit; the anchor), all measured here in palindromic rounds (R N N R),
-each arm in its own processes. After `min_rounds` rounds, and after each round up to
-`max_rounds`, gemm.track.decision decides each comparison from the per-process values, with
-this runner's calibrated noise (gemm.track.calibration) pooled in; series still ambiguous are
-measured again, alone. The family-wise error rate `alpha` holds over every comparison of the
-commit and every look (Bonferroni over both). An A/A control (each reference's first
-processes against its last, on the series whose noise this runner calibrated) guards the run:
-if the same code moved, the rounds are discarded and measured once more; if it moves again,
-what is undecided is UNRESOLVED. The A/B keeps to its time budget (the per-commit job stays
-bounded): each round takes the undecided comparisons that fit in the time left, by what a
-round costs (gemm.track.plan: learned from the arms' processes, guessed before), those on
-course for a DROP first, then those not yet measured (the furthest past their screen, or
-past their noise where larger, first), then the rest; a comparison may join in a later
-round (it is paired round by round with the new code's processes of its own rounds). What
-never found room, or is undecided when no round fits, is UNRESOLVED, and says which; but
-for overtime (GateConfig.overtime_s): a comparison on course for a DROP that the round cap
-can still get there (decision.reachable: its estimate past the margin, its interval not
-yet) is measured on, alone, in rounds that fit in up to overtime_s more, so a real drop is
-rarely left UNRESOLVED for want of time.
-
-Where no A/B can be made (a reference cannot be checked out or measured) what the A/B had
-decided stands and the rest is UNRESOLVED: the history alone never decides where a GPU is
-present. Without a GPU, a verdict kept
-by an earlier confirming run for this exact value (gemm.track.verdicts) is used; otherwise the
-candidate fails as unconfirmed.
+name). Where a GPU is present it is decided by an A/B (gemm.track.abrun) of the new commit's
+code against the code of each commit it was flagged against (the history's reference; the
+anchor), each checked out in its own worktree (gemm.track.abtest). Where no A/B can be made,
+what it had decided stands and the rest is UNRESOLVED: the history alone never decides where a
+GPU is present. Without a GPU, a verdict kept by an earlier confirming run for this exact value
+(gemm.track.verdicts) is used; otherwise the candidate fails as unconfirmed.
 """
 from __future__ import annotations
 
-from . import abtest, plan
-from .abrun import ABRun, carried, series  # noqa: F401  (the A/B engine; names used here too)
+from . import abreport, abtest, plan
+from .abrun import ABRun, Stop, in_trees
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
 
 
@@ -66,16 +45,19 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
-        ab = ABRun(comparisons, cfg, new_commit, None, log, calibration, plan.speeds(rows))
+        tree: dict = {}
+        ab = ABRun(comparisons, cfg, new_commit, in_trees(tree), lambda s: log(f"regress: {s}"),
+                   calibration, plan.speeds(rows))
         try:
-            with abtest.trees(repo, refs + [new_commit]) as tree:
-                ab.tree = tree
+            with abtest.trees(repo, refs + [new_commit]) as trees:
+                tree.update(trees)
                 ab.run()
         except abtest.ABError as exc:
             # never the history alone where a GPU is present: what the A/B had decided stands,
             # the rest is UNRESOLVED (a failure only with --strict)
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
-            ab.finish(f"no A/B: {str(exc)[:160]}")
+            ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
+        abreport.finish(ab)
     return cands
 
 

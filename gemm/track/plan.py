@@ -1,11 +1,7 @@
-"""What a round of the gate's A/B costs, and which comparisons it takes within the time left.
-
-A round measures each chosen target (kernel x size) in two processes per arm (R N N R). Its
-cost is learned from the arms' processes (each record's wall time; the rest of a process is
-its start-up) and, for a target not measured here yet, guessed from the per-commit record's
-speeds and CONFIRM's stop rule. A GPU 1-2 % off the history flags dozens of series, more than
-a budget can measure at once, so each round takes what fits, most suspicious first
-(gemm.track.confirm orders them); the rest wait or are left UNRESOLVED, not measured.
+"""What a round of the A/B (gemm.track.abrun) costs: each chosen target (kernel x size) in
+two processes per arm (R N N R), learned from the arms' processes (each record's wall time;
+the rest of a process is its start-up) and, for a target not measured here yet, guessed from
+the per-commit record's speeds and CONFIRM's stop rule (docs/gate-history.md).
 """
 from __future__ import annotations
 
@@ -18,8 +14,7 @@ START_S = 6.0      # a process's start-up before one was timed here (interpreter
 SET_S = 0.02       # per operand set: allocation, fill, graph capture
 CHECK_S = 0.05     # a target's correctness check before its timing
 UNKNOWN_S = 5.0    # a target of unknown speed
-MARGIN = 1.25      # guesses are taken this much high: a single target's ran 0.26-1.25x of
-                   # what was measured (noisy ones sample on to the cap)
+MARGIN = 1.25      # guesses are taken this much high
 
 
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
