@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Why a confirmed drop dropped, without a GPU: after the regression gate, for each confirmed
-# DROP in $OUT/regress.json (verdict "DROP", not "unconfirmed"; one per kernel and size, at
-# most EXPLAIN_MAX, default 3), `gemm explain KERNEL --size SIZE --static` between the commit
-# the A/B confirmed the drop against (else the row's reference, else its anchor) and HEAD
-# (or $COMMIT), each within EXPLAIN_TIMEOUT_S (default 60 s). Writes
+# Why a confirmed drop dropped: after the regression gate, for each confirmed DROP in
+# $OUT/regress.json (verdict "DROP", not "unconfirmed"; one per kernel and size, at most
+# EXPLAIN_MAX, default 3), `gemm explain KERNEL --size SIZE` between the commit the A/B
+# confirmed the drop against (else the row's reference, else its anchor) and HEAD (or $COMMIT).
+# Where ncu is on the PATH and a GPU answers (nvidia-smi -L), with the GPU's part (timed runs,
+# the machine, ncu counters of one launch a side, --clock-control none) within
+# EXPLAIN_TIMEOUT_S (default 120 s); where that fails or cannot be, --static (the builds
+# alone, no GPU) within EXPLAIN_STATIC_TIMEOUT_S (default 60 s); EXPLAIN_COUNTERS=0: always
+# --static. Writes
 # $OUT/explain/<kernel>-<size>.json (gemm.explain/1) and .log, and prints each summary line
 # (also kept in $OUT/explain/summary.txt). Never fails the job: a failure is a line.
 set -uo pipefail
@@ -31,14 +35,29 @@ for r in rows:
 PY
 )
 [ -n "$rows" ] || { echo "explain: no confirmed DROP to explain"; exit 0; }
+gpu=0   # EXPLAIN_COUNTERS=0: --static whatever the machine has
+if [ "${EXPLAIN_COUNTERS:-auto}" != 0 ] && command -v ncu > /dev/null 2>&1 &&
+   nvidia-smi -L > /dev/null 2>&1; then gpu=1; fi
+new=$(git rev-parse "${COMMIT:-HEAD}")
 while read -r kernel size old; do
   base="$OUT/explain/$kernel-$size"
-  line=$(timeout "${EXPLAIN_TIMEOUT_S:-60}" python3 -m gemm explain "$kernel" --size "$size" \
-         --old "$old" --new "$(git rev-parse "${COMMIT:-HEAD}")" --static --brief \
-         --json "$base.json" 2> "$base.log")
-  rc=$?
+  : > "$base.log"
+  rc=-1 note="" limit=${EXPLAIN_TIMEOUT_S:-120}
+  if [ $gpu = 1 ]; then   # the GPU's part too (counters); its progress goes to the log
+    line=$(timeout "$limit" python3 -m gemm explain "$kernel" --size "$size" --old "$old" \
+           --new "$new" --brief --json "$base.json" 2>> "$base.log")
+    rc=$?
+  fi
+  if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then   # 2: explain cannot (the same without the GPU)
+    [ $rc -eq -1 ] || note=" [static only: the GPU's part failed (exit $rc$([ $rc -eq 124 ] &&
+      echo ", over $limit s"))]"
+    limit=${EXPLAIN_STATIC_TIMEOUT_S:-60}
+    line=$(timeout "$limit" python3 -m gemm explain "$kernel" --size "$size" --old "$old" \
+           --new "$new" --static --brief --json "$base.json" 2>> "$base.log")
+    rc=$?
+  fi
   [ $rc -eq 0 ] || line="$kernel at $size: explain failed (exit $rc$([ $rc -eq 124 ] &&
-    echo ", over ${EXPLAIN_TIMEOUT_S:-60} s"); log: $base.log)"
-  echo "explain: $line (vs ${old:0:10})" | tee -a "$OUT/explain/summary.txt"
+    echo ", over $limit s"); log: $base.log)"
+  echo "explain: $line$note (vs ${old:0:10})" | tee -a "$OUT/explain/summary.txt"
 done <<< "$rows"
 exit 0

@@ -269,7 +269,7 @@ def test_cli_table_json_and_errors(stages, tmp_path, capsys):
     assert f"summary: {stages.summary}" in text
     assert json.loads(out.read_text())["summary"] == stages.summary
     assert main(["explain", "14", "--size", "4096", "--new", ".", "--repo", str(ROOT),
-                 "--define", "STAGES=4", "--brief"]) == 0
+                 "--define", "STAGES=4", "--brief", "--static"]) == 0
     assert capsys.readouterr().out.strip() == f"14_bf16_wgmma_tma at 4096: {report.IDENTICAL}"
     for argv, why in [(["--define", "STAGE=3"], "no constants"),
                       (["--define", "STAGES"], "NAME=INTEGER"),
@@ -297,7 +297,8 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
             {"kernel": "99_nope", "size": "512", "verdict": "DROP", "anchor": sha}]
     (tmp_path / "regress.json").write_text(json.dumps({"rows": rows}))
     out = subprocess.run(["bash", str(ROOT / "ci" / "explain.sh")], capture_output=True,
-                         text=True, env={**os.environ, "OUT": str(tmp_path)}, timeout=300)
+                         text=True, env={**os.environ, "OUT": str(tmp_path),
+                                         "EXPLAIN_COUNTERS": "0"}, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 2, out.stdout

@@ -42,7 +42,8 @@ COMMANDS = (
      " and write the winners per size class to kernels/tuned/<gpu>.toml"),
     ("machine", machine, "write asv's machine file for this GPU"),
     ("summary", summary, "markdown summary of a commit's sweeps and gate report (CI)"),
-    ("explain", explain, "why a kernel changed: resources, SASS and launch of two builds (no GPU)"),
+    ("explain", explain, "why a kernel changed: resources, SASS and launch of two builds; "
+     "where a GPU answers, both timed and profiled with ncu"),
     ("readme", readme, "README.md's results table from the newest recorded run (--check: compare)"),
 )
 

@@ -1,10 +1,14 @@
 """An explanation as a table for people: the two sides, resources per entry point, the SASS
-mix (whole function and K loop per iteration), the launch, the K loop's diff, the summary."""
+mix (whole function and K loop per iteration), the launch, the GPU's runs (time, machine,
+counters, stalls), the K loop's diff, the summary."""
 from __future__ import annotations
 
 from . import resources as res
 from . import sass
 from .build import Build
+from .gpureport import (CLOCK_REL, COUNTER_POINTS, STALL_POINTS, TIME_REL, GpuReport,
+                        machine_moved, pct)
+from .ncu import QUANTITIES
 from .report import Explanation, _fmt, entry_facts, launch_facts
 
 
@@ -13,15 +17,19 @@ def side(b: Build) -> str:
     return where
 
 
-def _row(label: str, old, new, width: int = 26) -> str:
-    mark = "" if old == new else "   *"
+def _row(label: str, old, new, width: int = 26, differs: bool | None = None) -> str:
+    """A row of the table; `*` where the two differ (as shown, unless `differs` says)."""
+    mark = "   *" if (old != new if differs is None else differs) else ""
     return f"  {label:<{width}} {str(old):>14} {str(new):>14}{mark}"
 
 
 def render(ex: Explanation) -> str:
     o, n = ex.old, ex.new
+    mode = ("static (no GPU run)" if ex.gpu is None else
+            f"static, and run on {ex.gpu.device}" if ex.gpu.ran else
+            f"static only: {ex.gpu.why}")
     out = [f"gemm explain {ex.kernel} at {ex.size}: {o.arch}, occupancy for {ex.limits.name}, "
-           f"static (no GPU counters)",
+           f"{mode}",
            f"  old: {side(o)}, defines: {o.defines_source}",
            f"  new: {side(n)}, defines: {n.defines_source}"]
     if ex.defines:
@@ -59,6 +67,9 @@ def render(ex: Explanation) -> str:
     for label, ln in (("old", o.launch), ("new", n.launch)):
         if ln.refused:
             out.append(f"  {label}: refused: {ln.refused}")
+    if ex.gpu is not None and ex.gpu.ran:
+        out.append("")
+        out += render_gpu(ex.gpu)
     shown = next((e for e, d in ex.entries.items() if d.loop_diff), None)
     if shown:
         out.append("")
@@ -124,3 +135,84 @@ def _span(lp) -> str:
 
 def _d(a: int, b: int) -> str:
     return "" if a == b else f"{b - a:+d}"
+
+
+def _trio3(stat: dict | None) -> str:
+    if not stat:
+        return "-"
+    return "/".join(f"{stat[k]:.0f}" for k in ("min", "median", "max"))
+
+
+def _rel(a, b) -> float:
+    """|b - a| / max(a, b); 0 where either is missing."""
+    return abs(b - a) / max(a, b) if a and b else 0.0
+
+
+def _ms(v) -> str:
+    return "-" if v is None else f"{v:.4f} ms"
+
+
+def render_gpu(g: GpuReport) -> list[str]:
+    """The GPU's part of the table: the timed runs and the machine, the counters of one
+    profiled launch, the top stall reasons, and what was not reported."""
+    o, n = g.old, g.new
+    out = [f"  {'on the GPU (' + g.device + ')':<26} {'old':>14} {'new':>14}"]
+    for label, run in (("old", o), ("new", n)):
+        if run.error:
+            out.append(f"  {label}: not run: {run.error}")
+    out.append(_row("run with", o.launcher or "-", n.launcher or "-"))
+    out.append(_row("time per launch (timed)", _ms(o.time_ms), _ms(n.time_ms),
+                    differs=_rel(o.time_ms, n.time_ms) >= TIME_REL))
+    moved = machine_moved(g)
+    for key, label in (("sm_mhz", "SM clock MHz min/med/max"), ("power_w", "power W min/med/max"),
+                       ("temp_c", "temp. C min/med/max")):
+        out.append(_row(label, _trio3((o.machine or {}).get(key)),
+                        _trio3((n.machine or {}).get(key)), differs=key in moved))
+    for label, run in (("old", o), ("new", n)):
+        if run.machine_why and not run.error:
+            out.append(f"  {label}: machine not sampled: {run.machine_why}")
+    if not g.ncu:
+        out.append(f"  counters: not measured: {g.counters_why or 'ncu did not run'}")
+        return out
+    co, cn = o.counters, n.counters
+    entry = (cn or co).entry if (cn or co) else "?"
+    out.append(f"  counters of one launch of {entry} (ncu {g.ncu}, --clock-control none)")
+    for label, c in (("old", co), ("new", cn)):
+        if c is not None and c.error:
+            out.append(f"  {label}: not measured: {c.error}")
+    vo = co.values if co and not co.error else {}
+    vn = cn.values if cn and not cn.error else {}
+    for key, label, _ in QUANTITIES:
+        if key == "tensor_pipe" and not g.tensor:
+            continue
+        a, b = vo.get(key), vn.get(key)
+        out.append(_row(label, pct(a), pct(b), differs=a is not None and b is not None
+                        and abs(b - a) >= COUNTER_POINTS))
+    ca, cb = (co.sm_mhz if co else None), (cn.sm_mhz if cn else None)
+    out.append(_row("SM clock (ncu)", _mhz(co), _mhz(cn), differs=_rel(ca, cb) >= CLOCK_REL))
+    da, db = (co.duration_ms if co else None), (cn.duration_ms if cn else None)
+    out.append(_row("duration (ncu)", _ms(da), _ms(db), differs=_rel(da, db) >= TIME_REL))
+    out += _stalls(co, cn)
+    for label, c in (("old", co), ("new", cn)):
+        if c is not None and c.missing and not c.error:
+            out.append(f"  {label}: not reported by this ncu: {', '.join(c.missing)}")
+    return out
+
+
+def _mhz(c) -> str:
+    return "-" if c is None or c.sm_mhz is None else f"{c.sm_mhz:.0f} MHz"
+
+
+def _stalls(co, cn) -> list[str]:
+    """The top stall reasons of either side: cycles per issued instruction (share)."""
+    so = co.shares() if co and not co.error else {}
+    sn = cn.shares() if cn and not cn.error else {}
+    reasons = list(dict.fromkeys([*(cn.top() if sn else []), *(co.top() if so else [])]))
+    if not reasons:
+        return []
+    out = ["  warp stalls: cycles per issued instruction (share of all stall cycles)"]
+    for r in reasons[:6]:
+        a = f"{co.stalls[r]:.2f} ({so[r]:.0f} %)" if r in so else "-"
+        b = f"{cn.stalls[r]:.2f} ({sn[r]:.0f} %)" if r in sn else "-"
+        out.append(_row(r, a, b, differs=abs(sn.get(r, 0.0) - so.get(r, 0.0)) >= STALL_POINTS))
+    return out

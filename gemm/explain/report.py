@@ -1,6 +1,7 @@
 """Two builds of a kernel compared: what changed in the defines, the resources of each entry
 point, its SASS mix (whole function and the K loop per iteration), the K loop's body and the
-launch, and one summary line naming the largest differences. Pure: builds in, data out.
+launch, and one summary line naming the largest differences (with, where the sides ran on a
+GPU, gemm.explain.gpureport's: time, counters, stalls, machine). Pure: builds in, data out.
 
 The JSON document (schema gemm.explain/1) is described in docs/explain.md.
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from . import resources as res
 from . import sass
 from .build import Build
+from .gpureport import GpuReport, gpu_parts
 
 SCHEMA = "gemm.explain/1"
 IDENTICAL = "identical SASS and launch: the harness or the machine"
@@ -75,6 +77,7 @@ class Explanation:
     launch: dict = field(default_factory=dict)    # field -> [old, new], changed only
     options: list = field(default_factory=list)   # [old nvcc flags, new] where they differ
     summary: str = ""
+    gpu: GpuReport | None = None                  # both sides on the GPU (None: --static)
 
     @property
     def identical_sass(self) -> bool:
@@ -87,7 +90,7 @@ class Explanation:
     def to_json(self) -> dict:
         lim = self.limits
         return {"schema": SCHEMA, "kernel": self.kernel, "size": self.size,
-                "mode": "static",
+                "mode": "gpu" if self.gpu is not None and self.gpu.ran else "static",
                 "machine": {"name": lim.name, "sms": lim.sms, "regs_per_sm": lim.regs_per_sm,
                             "reg_unit": lim.reg_unit, "smem_per_sm": lim.smem_per_sm,
                             "smem_per_block": lim.smem_per_block,
@@ -99,6 +102,7 @@ class Explanation:
                          "entries": {k: v.to_dict() for k, v in self.entries.items()},
                          "launch": self.launch, "identical_sass": self.identical_sass,
                          "identical": self.identical},
+                "gpu": self.gpu.to_dict() if self.gpu is not None else None,
                 "summary": self.summary}
 
 
@@ -172,7 +176,13 @@ def _loop_part(d: EntryDiff, limit: int = 3) -> str:
 
 
 def summarise(ex: Explanation) -> str:
-    """The largest differences, most telling first, in one line."""
+    """The largest differences, most telling first, in one line: the builds', then (where
+    the sides ran on a GPU) the time, counters, stalls and machine."""
+    return "; ".join([static_summary(ex), *gpu_parts(ex.gpu, ex.identical)])
+
+
+def static_summary(ex: Explanation) -> str:
+    """The builds' largest differences."""
     if ex.identical:
         same_src = ex.old.source_sha256 == ex.new.source_sha256
         return IDENTICAL + ("" if same_src else " (the source differs, the SASS does not)")
