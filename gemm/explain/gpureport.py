@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .ncu import LABELS
 
-COUNTER_POINTS = 2.0    # a counter (% of peak) named in the summary: moved this many points
+COUNTER_POINTS = 3.0    # a counter (% of peak) named in the summary: moved this many points
 STALL_POINTS = 3.0      # a stall reason named: its share of stall cycles moved this many
 CLOCK_REL = 0.02        # the machine named: median SM clock differs by this much (relative)
 POWER_REL = 0.05        # ... median power
