@@ -29,7 +29,7 @@ make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the 
 }
 true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin twins, one process
   local ks=(); for k in $KS; do ks+=(-k "$k" -k "${k}_nospin"); done
-  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-$SIZES} --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
+  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-${TRUE_SIZES:-$SIZES}} --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
   python3 - "$d/true-$1.json" "$1" <<'PY'
 import json, sys
 sys.path.insert(0, "ci/probes")
@@ -48,14 +48,14 @@ fi
 picks=$(cat "$state/picks")
 spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }
 echo "throwaway ${spin:0:10}: $picks"
-[ -f "$d/true-before.json" ] || [ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
+[ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
 rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"; cp "$state"/runs/*.json "$h/results/h200/" 2>/dev/null
 bflags=(); for k in $KS; do bflags+=(-b "$k"); done
 if ! ls "$h/results/h200/${base:0:8}"-*.json >/dev/null 2>&1; then
   python3 -m gemm record --repo . --results "$h/results" --machine h200 --commit "$base" "${bflags[@]}" \
     > "$d/record-base.log" 2>&1; echo "record HEAD: exit $? ($((SECONDS - t0)) s)"
-  cp "$h/results/h200/${base:0:8}"-*.json "$state/runs/"
 fi
+cp "$h/results/h200/${base:0:8}"-*.json "$state/runs/" 2>/dev/null   # the per-commit job's record too
 if ! ls "$h/results/h200/${spin:0:8}"-*.json >/dev/null 2>&1; then
   in_wt python3 -m gemm record --repo "$wt" --results "$h/results" --machine h200 --commit "$spin" \
     "${bflags[@]}" > "$d/record-spin.log" 2>&1; echo "record throwaway: exit $? ($((SECONDS - t0)) s)"
