@@ -6,6 +6,7 @@ import random
 import pytest
 
 from gemm.cli import main as cli_main
+from gemm.core.problem import Problem
 from gemm.track import gate as rule
 from gemm.track.history import HistoryError, load_runs
 from tests.asvfake import write_benchmarks, write_run
@@ -195,8 +196,8 @@ def test_judge_directly():
     assert rule.judge(hist, Point(None), s)[0] == "FAILED"
     assert rule.judge(hist, Point(float("nan")), s)[0] == "skipped"
     assert rule.judge([], Point(30.0), s)[0] == "new"
-    assert [rule.size_class(x) for x in ("512", "1000", "1024", "2048", "4096x4096x1024",
-                                          "3001x2999x3003")] == \
+    assert [Problem.parse(x).size_class for x in ("512", "1000", "1024", "2048",
+                                                   "4096x4096x1024", "3001x2999x3003")] == \
         ["small", "medium", "medium", "large", "large", "large"]
 
 

@@ -15,7 +15,8 @@ from ..core import metrics
 from ..core.metrics import Series
 from ..track import anchor as anchors
 from ..track import calibration, carry, confirm, verdicts
-from ..track.gate import (CLASSES, MIN_EFFECT, GateConfig, Narrowing, Verdict, evaluate, failed,
+from ..core.problem import SizeClass
+from ..track.gate import (MIN_EFFECT, GateConfig, Narrowing, Verdict, evaluate, failed,
                           measured_nothing, select)
 from ..track.history import HistoryError, finite, load_runs, resolve_machine
 from .common import judged_kernels
@@ -83,7 +84,7 @@ def _write_json(path, doc) -> None:
 
 def _per_class(items: list[str], default: dict, what: str) -> dict:
     out = dict(default)
-    names = [n for n, _ in CLASSES]
+    names = list(SizeClass)
     for item in items:
         name, _, val = item.partition("=")
         if name not in names:
