@@ -237,3 +237,13 @@ def test_a_borrowed_prior_widens_the_minimum_effect():
     cfg = GateConfig()
     assert cfg.min_effect_at("4096", own) < cfg.min_effect_at("4096", borrowed)
     assert cfg.min_effect_at("4096", None) == cfg.effect_for("4096") == 0.01
+
+
+def test_outcomes_are_one_typed_vocabulary_written_as_before():
+    import json
+    assert [o.value for o in d.Outcome] == ["DROP", "SAME", "FASTER", "NOT_SLOWER", "AMBIGUOUS"]
+    assert (d.DROP, d.SAME, d.FASTER, d.NOT_SLOWER, d.AMBIGUOUS) == tuple(d.Outcome)
+    assert all(isinstance(o, d.Outcome) for o in (d.DROP, d.AMBIGUOUS, *d.PASSING))
+    e = d.effect(procs(30.0, 0.001, 4, 1), procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR)
+    assert e.verdict is d.Outcome.DROP and e.verdict == "DROP"
+    assert json.loads(json.dumps({"verdict": e.verdict})) == {"verdict": "DROP"}

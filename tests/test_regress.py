@@ -6,6 +6,7 @@ import random
 import pytest
 
 from gemm.cli import main as cli_main
+from gemm.core.problem import Problem
 from gemm.track import gate as rule
 from gemm.track.history import HistoryError, load_runs
 from tests.asvfake import write_benchmarks, write_run
@@ -195,8 +196,8 @@ def test_judge_directly():
     assert rule.judge(hist, Point(None), s)[0] == "FAILED"
     assert rule.judge(hist, Point(float("nan")), s)[0] == "skipped"
     assert rule.judge([], Point(30.0), s)[0] == "new"
-    assert [rule.size_class(x) for x in ("512", "1000", "1024", "2048", "4096x4096x1024",
-                                          "3001x2999x3003")] == \
+    assert [Problem.parse(x).size_class for x in ("512", "1000", "1024", "2048",
+                                                   "4096x4096x1024", "3001x2999x3003")] == \
         ["small", "medium", "medium", "large", "large", "large"]
 
 
@@ -258,3 +259,37 @@ def test_kernels_are_named_by_prefix_when_narrowing(tmp_path, capsys):
     runs = [flat(30.0)] * 3 + [{k: v for k, v in flat(30.0).items() if k[0] == "05_2d"}]
     assert gate(history(tmp_path, runs), "--kernels", "05") == 0
     assert "narrowed on purpose to kernels 05_2d" in capsys.readouterr().out
+
+
+def test_the_gates_workflow_is_a_function_that_returns_a_report(tmp_path, capsys):
+    """gemm.track.judge: a Request in, a Report out, nothing printed; the command's --json is
+    the report's document."""
+    from gemm.track.judge import SCHEMA, BadRequest, Request, judge
+    new = flat(30.0)
+    new[("05_2d", "4096")] = 29.1     # -3 %
+    res = history(tmp_path, [flat(30.0)] * 4 + [new])
+    req = Request(str(res), "h200", config=rule.GateConfig(confirm=False), use_anchor=False,
+                  calibration=str(tmp_path / "calibration"), verdicts=str(tmp_path / "v"))
+    seen = []
+    rep = judge(req, log=seen.append, on_screened=seen.append)
+    assert capsys.readouterr() == ("", "")
+    assert len(seen) == 1 and seen[0].rows is rep.rows and seen[0].counts == {}   # before the A/B
+    assert (rep.commit, rep.machine, rep.exit, rep.empty) == (sha(4), "h200", 1, None)
+    assert rep.counts == {"DROP": 2, "ok": 6} and rep.anchor is None
+    assert [(r.kernel, r.size, r.unconfirmed) for r in rep.failing] == [("05_2d", "4096", True)] * 2
+    assert rep.calibration is None and "no calibration at" in rep.calibration_note
+    doc = rep.to_json()
+    assert doc["schema"] == SCHEMA == "gemm.regress/1" and doc["exit"] == 1
+    assert gate(res, "--json", str(tmp_path / "r.json")) == 1
+    assert json.loads((tmp_path / "r.json").read_text()) == json.loads(json.dumps(doc))
+    # a narrowed run that measured nothing: EMPTY, said in the report
+    empty = judge(Request(str(res), "h200", sizes=("8192",), config=rule.GateConfig(confirm=False),
+                          use_anchor=False, calibration=str(tmp_path / "calibration")))
+    assert empty.exit == 1 and "measured nothing in sizes 8192" in empty.empty
+    assert empty.to_json()["empty"] is True and empty.to_json()["rows"] == []
+    # bad input: BadRequest, one sentence
+    for bad in (Request(str(tmp_path / "nowhere"), "h200"),
+                Request(str(res), "h200", kernels=("nope",)),
+                Request(str(res), "h200", config=rule.GateConfig(window=0))):
+        with pytest.raises(BadRequest):
+            judge(bad)

@@ -1,4 +1,4 @@
-"""Autotuning without a GPU: the search space, size classes, the tuned table and how the
+"""Autotuning without a GPU: the search space, tuning buckets, the tuned table and how the
 launcher's spec is resolved from it."""
 import shutil
 import tomllib
@@ -10,12 +10,66 @@ from gemm.core import registry, tuning
 from gemm.core.problem import Problem
 
 
-def test_size_classes():
-    assert tuning.size_class(Problem.square(512)) == "small"
-    assert tuning.size_class(Problem.square(1024)) == "small"
-    assert tuning.size_class(Problem.square(2048)) == "medium"
-    assert tuning.size_class(Problem(4096, 4096, 64)) == "large"
-    assert tuning.size_class(Problem(1024, 8192, 8192)) == "medium"
+def test_tuning_buckets():
+    assert tuning.tuning_bucket(Problem.square(512)) == "small"
+    assert tuning.tuning_bucket(Problem.square(1024)) == "small"
+    assert tuning.tuning_bucket(Problem.square(2048)) == "medium"
+    assert tuning.tuning_bucket(Problem(4096, 4096, 64)) == "large"
+    assert tuning.tuning_bucket(Problem(1024, 8192, 8192)) == "medium"
+
+
+# The bucket every size the suite tracks, checks or tunes at ran with before the gate's size
+# class and the tuning bucket were told apart (tuning.size_class, by M * N): written out, not
+# computed, so a change to the rule shows here.
+BUCKET_BEFORE = {
+    "64": "small", "128": "small", "256": "small", "512": "small", "1000": "small",
+    "1024": "small", "1535": "small", "1536": "medium", "1537": "medium", "2048": "medium",
+    "3071": "medium", "3072": "large", "3073": "large", "4096": "large", "8192": "large",
+    "4096x4096x1024": "large", "8192x1024x4096": "medium", "1024x8192x8192": "medium",
+    "3001x2999x3003": "medium", "1000x832x504": "small", "1x1x1": "small", "65x129x7": "small",
+    "127x1x300": "small", "1x4097x3": "small", "4095x63x129": "small", "33x7x8": "small",
+    "70x130x40": "small", "129x257x72": "small"}
+H200_SMALL = {"BM": 64, "BN": 128, "WM": 32, "WN": 64}
+H200_MEDIUM_LARGE = {"BM": 128, "BN": 256, "WM": 64, "WN": 64}
+
+
+def test_every_tracked_size_keeps_the_tuned_constants_it_had(tmp_path, monkeypatch):
+    from gemm.core import shapes
+    assert set(shapes.TRACKED + shapes.CHECK_SHAPES + shapes.QUICK) <= set(BUCKET_BEFORE)
+    assert [s for _, _, s in tuning.TUNING_BUCKETS] == ["1024", "2048", "4096"]
+    spec = registry.get("10_autotuned")
+    for size, bucket in BUCKET_BEFORE.items():
+        prob = Problem.parse(size)
+        assert tuning.tuning_bucket(prob) == bucket, size
+        want = H200_SMALL if bucket == "small" else H200_MEDIUM_LARGE   # kernels/tuned/h200.toml
+        got = tuning.resolve(spec, prob, "h200").defines
+        assert {k: got[k] for k in want} == want, size
+        assert got == spec.with_defines(**want).defines, size
+    # a table whose buckets differ everywhere: each size takes its own bucket's constants
+    shutil.copytree(registry.kernels_dir(), tmp_path / "k")
+    (tmp_path / "k" / "tuned").mkdir(exist_ok=True)
+    won = {"small": {"BM": 64, "BN": 64}, "medium": {"BM": 64, "BN": 128},
+           "large": {"BM": 128, "BN": 128}}
+    (tmp_path / "k" / "tuned" / "gpu-x.toml").write_text(tuning.render_table(
+        "gpu-x", {"10_autotuned": {b: {"defines": d} for b, d in won.items()}}, "test"))
+    monkeypatch.setenv("GEMM_KERNELS_DIR", str(tmp_path / "k"))
+    tuning.table.cache_clear()
+    try:
+        spec = registry.get("10_autotuned")
+        for size, bucket in BUCKET_BEFORE.items():
+            got = tuning.resolve(spec, Problem.parse(size), "gpu-x").defines
+            assert (got["BM"], got["BN"]) == (won[bucket]["BM"], won[bucket]["BN"]), size
+    finally:
+        tuning.table.cache_clear()
+
+
+def test_the_gate_size_class_goes_by_work_not_the_tuning_bucket():
+    """3001x2999x3003 is tuned as medium (M * N) and judged as large (M * N * K)."""
+    from gemm.core.problem import SizeClass
+    odd = Problem.parse("3001x2999x3003")
+    assert (odd.size_class, tuning.tuning_bucket(odd)) == (SizeClass.LARGE, "medium")
+    assert [Problem.parse(s).size_class for s in ("999", "1000", "2047", "2048")] == \
+        ["small", "medium", "medium", "large"]
 
 
 def test_candidates_are_the_valid_combinations_of_the_space():

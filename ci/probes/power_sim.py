@@ -116,7 +116,7 @@ def main(argv):
     cap = int(os.environ.get("MAX_ROUNDS", GateConfig.max_rounds))   # sets the family
     cfg = GateConfig(max_rounds=cap)           # and where overtime stops
     # a calibration trial's family (18 series); FAMILY=16 is one comparison's (the smallest)
-    family = int(os.environ.get("FAMILY", 18 * (cap - cfg.min_rounds + 1) * 2))
+    family = int(os.environ.get("FAMILY", decision.family_size(18, cfg.min_rounds, cap)))
     rounds_list = [int(x) for x in os.environ.get("ROUNDS", "3 5").split()]
     shares = [float(x) for x in os.environ.get("SHARES", "0 0.005 0.01 0.02").split()]
     want = os.environ.get("SERIES", "").split()

@@ -110,11 +110,11 @@ def run(args) -> int:
 def _print_noise(doc: dict) -> None:
     """The A/A noise table of a calibration document (gemm calibrate, gemm show)."""
     from ..track.calibrate import tail_of
-    from ..track.decision import rounds_needed
+    from ..track.decision import family_size, rounds_needed
     from ..track.gate import GateConfig as G
     from .tables import table
     g = G()
-    fam = 20 * (g.max_rounds - g.min_rounds + 1) * 2   # a commit with 20 comparisons
+    fam = family_size(20, g.min_rounds, g.max_rounds)   # a commit with 20 comparisons
     srcs = doc.get("sources") or []
     gpus = len({x.get("gpu") or x.get("pci_bus_id") for x in srcs})
     where = (f"pooled over {len(srcs)} A/A runs on {gpus} GPUs "

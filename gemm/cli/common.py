@@ -36,28 +36,6 @@ def _targets(names, baselines_too=False) -> list[str]:
     return out
 
 
-def judged_kernels(names, recorded) -> tuple[str, ...]:
-    """`gemm regress --kernels`: each name as recorded in the history, or the one recorded
-    kernel it is a prefix of (05 -> 05_2d_blocktiling), else a registered kernel's (the same
-    rules); a name that is none of these, or several, is bad input (UsageError), not a run
-    that measured nothing."""
-    registered = registry.names()
-    out = []
-    for name in names:
-        for pool in (recorded, registered):
-            hits = [name] if name in pool else [k for k in pool if k.startswith(name)]
-            if len(hits) == 1:
-                out.append(hits[0])
-                break
-        else:
-            hits = sorted({k for k in (*recorded, *registered) if k.startswith(name)})
-            known = sorted(set(recorded) | set(registered))
-            raise UsageError(f"--kernels: kernel name {name!r} is ambiguous: {', '.join(hits)}"
-                             if hits else f"--kernels: unknown kernel {name!r}; known: "
-                             f"{', '.join(known)}")
-    return tuple(out)
-
-
 def _problems(sizes):
     try:
         return shapes.problems(sizes)

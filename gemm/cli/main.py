@@ -39,7 +39,7 @@ COMMANDS = (
     ("calibrate", calibrate, "this runner's A/B noise (A/A) and what the gate "
      "detects here (injected delays); writes calibration/<machine>.json"),
     ("tune", tune, "search a kernel's constants on this GPU (its `tune` space)"
-     " and write the winners per size class to kernels/tuned/<gpu>.toml"),
+     " and write the winners per tuning bucket to kernels/tuned/<gpu>.toml"),
     ("machine", machine, "write asv's machine file for this GPU"),
     ("summary", summary, "markdown summary of a commit's sweeps and gate report (CI)"),
     ("explain", explain, "why a kernel changed: resources, SASS and launch of two builds; "

@@ -109,7 +109,7 @@ def load_regress(path) -> tuple[dict | None, str | None]:
     if doc is None:
         return None, (f"gate report `{path}`: {why}"
                       + (" (the regression gate did not run or stopped before its report)"
-                         if why == "missing" else ""))
+                         if not Path(path).exists() else ""))
     return doc, None
 
 

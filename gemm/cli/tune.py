@@ -1,4 +1,5 @@
-"""`gemm tune`: search a kernel's constants on this GPU and write the winners per size class."""
+"""`gemm tune`: search a kernel's constants on this GPU and write the winners per tuning
+bucket (gemm.core.tuning)."""
 from __future__ import annotations
 
 import json
@@ -40,7 +41,7 @@ def run(args) -> int:
     if path.exists():
         with open(path, "rb") as f:
             tables = tomllib.load(f)
-    missing = [c for c, _, _ in tuning.SIZE_CLASSES if c not in res["winners"]]
+    missing = [c for c, _, _ in tuning.TUNING_BUCKETS if c not in res["winners"]]
     if missing:   # keep the table as it was: a failed search must not erase earlier winners
         print(f"gemm tune: no candidate was accepted for {', '.join(missing)}; "
               f"{path} left as it was (search log: {log_path})", file=sys.stderr)
@@ -48,11 +49,11 @@ def run(args) -> int:
     tables[spec.name] = res["winners"]
     path.write_text(tuning.render_table(gpu, tables, f"Search logs: {gpu}-<kernel>.json."))
     from .tables import table
-    rows = [[cls, w["size"], " ".join(f"{k}={v}" for k, v in w["defines"].items()),
+    rows = [[bucket, w["size"], " ".join(f"{k}={v}" for k, v in w["defines"].items()),
              f"{w['tflops']:.2f}", f"{w['pct_of_cublas']:.1f} %"]
-            for cls, w in res["winners"].items()]
+            for bucket, w in res["winners"].items()]
     ok = sum(r["status"] == "ok" for r in res["candidates"])
     print(f"{spec.name} on {gpu}: {len(res['candidates'])} candidates, {ok} accepted, "
           f"{res['wall_s']:.0f} s; winners written to {path}, search log {log_path}")
-    print(table(["class", "size", "constants", "TFLOPS", "% cuBLAS"], rows, "llllr"))
+    print(table(["bucket", "size", "constants", "TFLOPS", "% cuBLAS"], rows, "llllr"))
     return 0 if res["winners"] else 1

@@ -6,6 +6,7 @@ Every check raises ValueError or TypeError with a sentence that says what is wro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -17,6 +18,22 @@ class ShapeRefused(ValueError):
     """A kernel's launch contract refuses this shape (alignment without a fallback, TMA's
     16-byte row strides, the grid limit): said before anything reaches the GPU, and recorded
     as "unsupported" (a skip), never as a failure. Any other error is a failure."""
+
+
+class SizeClass(StrEnum):
+    """The gate's size class of a problem, by its work M*N*K (how long one launch takes): what
+    a series' minimum effect, carried UNRESOLVED and calibration's borrowing go by. (Not the
+    buckets tuned constants are chosen by: gemm.core.tuning.tuning_bucket.)"""
+    LARGE = "large"      # M*N*K >= 2048^3
+    MEDIUM = "medium"    # M*N*K >= 1000^3
+    SMALL = "small"
+
+    @classmethod
+    def of(cls, work: int) -> "SizeClass":
+        return next(c for c, floor in _CLASS_FLOORS if work >= floor)
+
+
+_CLASS_FLOORS = ((SizeClass.LARGE, 2048 ** 3), (SizeClass.MEDIUM, 1000 ** 3), (SizeClass.SMALL, 0))
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,10 @@ class Problem:
     def flops(self) -> int:
         """2*M*N*K: the convention the seed's table and cuBLAS figures use."""
         return 2 * self.M * self.N * self.K
+
+    @property
+    def size_class(self) -> SizeClass:
+        return SizeClass.of(self.M * self.N * self.K)
 
     @property
     def label(self) -> str:

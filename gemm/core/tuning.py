@@ -1,9 +1,12 @@
-"""Autotuning as data: a kernel's search space (its registry entry's `tune`), the size classes,
-and the tuned tables, kernels/tuned/<gpu>.toml, which `gemm tune` writes and the launcher reads.
+"""Autotuning as data: a kernel's search space (its registry entry's `tune`), the tuning
+buckets, and the tuned tables, kernels/tuned/<gpu>.toml, which `gemm tune` writes and the
+launcher reads.
 
 A kernel whose entry says `tuned = true` runs, on a GPU that has a table, with the constants
-that won for the problem's size class; elsewhere with its registry defaults. Size classes go
-by the output size M * N, each with the square size it is tuned at.
+that won for the problem's tuning bucket; elsewhere with its registry defaults. A tuning bucket
+goes by the output size M * N and is tuned at one square size; its names (small, medium,
+large) are the tables' keys. It is not the gate's size class (gemm.core.problem.SizeClass, by
+the work M * N * K): 3001x2999x3003 is tuned as medium and judged as large.
 """
 from __future__ import annotations
 
@@ -16,14 +19,15 @@ from pathlib import Path
 from .problem import Problem
 from .registry import KernelSpec, kernels_dir
 
-# (name, smallest M * N, the size it is tuned at)
-SIZE_CLASSES = (("small", 0, "1024"), ("medium", 1536 * 1536, "2048"),
-                ("large", 3072 * 3072, "4096"))
+# (name: the tables' key, smallest M * N, the size it is tuned at)
+TUNING_BUCKETS = (("small", 0, "1024"), ("medium", 1536 * 1536, "2048"),
+                  ("large", 3072 * 3072, "4096"))
 
 
-def size_class(prob: Problem) -> str:
+def tuning_bucket(prob: Problem) -> str:
+    """The bucket whose tuned constants `prob` runs with (the tables' key), by M * N."""
     work = prob.M * prob.N
-    return [name for name, lo, _ in SIZE_CLASSES if work >= lo][-1]
+    return [name for name, lo, _ in TUNING_BUCKETS if work >= lo][-1]
 
 
 def candidates(spec: KernelSpec) -> list[dict]:
@@ -46,7 +50,7 @@ def tuned_dir() -> Path:
 
 @lru_cache(maxsize=8)
 def table(gpu: str) -> dict:
-    """{kernel: {size class: {"defines": {...}, ...}}} for one GPU model ({} if none)."""
+    """{kernel: {tuning bucket: {"defines": {...}, ...}}} for one GPU model ({} if none)."""
     path = tuned_dir() / f"{gpu}.toml"
     if not path.is_file():
         return {}
@@ -58,7 +62,7 @@ def resolve(spec: KernelSpec, prob: Problem, gpu: str) -> KernelSpec:
     """The spec to run `prob` with on GPU model `gpu` (a machine slug such as h200)."""
     if not spec.tuned:
         return spec
-    won = table(gpu).get(spec.name, {}).get(size_class(prob))
+    won = table(gpu).get(spec.name, {}).get(tuning_bucket(prob))
     return spec.with_defines(**won["defines"]) if won else spec
 
 
@@ -69,12 +73,12 @@ def _toml_value(v) -> str:
 
 
 def render_table(gpu: str, tables: dict, note: str) -> str:
-    """TOML for kernels/tuned/<gpu>.toml: one table per kernel and size class."""
+    """TOML for kernels/tuned/<gpu>.toml: one table per kernel and tuning bucket."""
     lines = [f"# Tuned constants for {gpu}: written by `gemm tune`, read by the launcher for",
              "# kernels whose registry entry says tuned = true. " + note, ""]
-    for kernel, classes in sorted(tables.items()):
-        for cls, won in classes.items():
-            lines.append(f"[{json.dumps(kernel)}.{cls}]")
+    for kernel, buckets in sorted(tables.items()):
+        for bucket, won in buckets.items():
+            lines.append(f"[{json.dumps(kernel)}.{bucket}]")
             lines += [f"{k} = {_toml_value(v)}" for k, v in won.items()]
             lines.append("")
     return "\n".join(lines)

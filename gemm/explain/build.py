@@ -174,17 +174,17 @@ def resolve_spec(tree: Tree, name: str, prob: Problem, gpu: str = DEFAULT_GPU,
         raise ExplainError(str(exc)) from None
     source = "registry defaults"
     if spec.tuned:
-        cls = tuning.size_class(prob)
+        bucket = tuning.tuning_bucket(prob)
         table = tree.kernels / "tuned" / f"{gpu}.toml"
         won = None
         if table.is_file():
             with open(table, "rb") as f:
-                won = tomllib.load(f).get(spec.name, {}).get(cls)
+                won = tomllib.load(f).get(spec.name, {}).get(bucket)
         if won and isinstance(won.get("defines"), dict):
             spec = spec.with_defines(**won["defines"])
-            source = f"tuned for {gpu} ({cls})"
+            source = f"tuned for {gpu} ({bucket})"
         else:
-            source = f"registry defaults (no tuned {cls} entry for {gpu})"
+            source = f"registry defaults (no tuned {bucket} entry for {gpu})"
     if overrides:
         try:
             spec = spec.with_defines(**overrides)

@@ -1,13 +1,13 @@
 """`gemm tune KERNEL`: search a kernel's constants on this GPU, over the space its registry
-entry declares (`tune`), and keep the winner of each size class (gemm.core.tuning).
+entry declares (`tune`), and keep the winner of each tuning bucket (gemm.core.tuning).
 
 Every candidate is compiled ahead in parallel (nvcc needs no GPU), then measured by the
 ordinary sweep, one worker process per candidate, under the suite's timing policy: checked
 against the float64 reference with every (alpha, beta) pair of the correctness gate, at the
-size classes' sizes and at an unaligned odd shape (the fallback path), before it is timed. A candidate is rejected if it does not compile,
-uses local memory (spills or a stack frame), or computes a wrong answer anywhere. The winner of
-a class is the fastest accepted candidate at that class's size. The search log keeps every
-candidate with its status, registers and TFLOPS.
+tuning buckets' sizes and at an unaligned odd shape (the fallback path), before it is timed. A
+candidate is rejected if it does not compile, uses local memory (spills or a stack frame), or
+computes a wrong answer anywhere. The winner of a bucket is the fastest accepted candidate at
+that bucket's size. The search log keeps every candidate with its status, registers and TFLOPS.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def tune(spec: KernelSpec, policy=SUITE, log=print) -> dict:
         errors = list(pool.map(_compile, [(spec, c, arch) for c in cands]))
     log(f"tune: {len(cands)} candidates compiled in {time.time() - t0:.0f} s "
         f"({sum(e is not None for e in errors)} failed)")
-    sizes = [size for _, _, size in tuning.SIZE_CLASSES]
+    sizes = [size for _, _, size in tuning.TUNING_BUCKETS]
     problems = shapes.problems(sizes + [CHECK_SHAPE])
     rows = []
     for i, (cand, err) in enumerate(zip(cands, errors)):
@@ -59,22 +59,22 @@ def tune(spec: KernelSpec, policy=SUITE, log=print) -> dict:
                            why=f"{bad[0]['size']}: {(bad[0].get('error') or '')[:300]}")
             elif spills:
                 row.update(status="spills", why=f"local memory: {spills}")
-            for cls, _, size in tuning.SIZE_CLASSES:
+            for bucket, _, size in tuning.TUNING_BUCKETS:
                 rec = next((r for r in recs if r["size"] == size), None)
                 vals = metrics.values(rec) if rec else {}
-                row["tflops"][cls] = vals.get("tflops")
-                row["pct_of_cublas"][cls] = vals.get("pct_of_cublas")
+                row["tflops"][bucket] = vals.get("tflops")
+                row["pct_of_cublas"][bucket] = vals.get("pct_of_cublas")
         rows.append(row)
         shown = ", ".join(f"{c} {v:.2f}" for c, v in row["tflops"].items() if v is not None)
         log(f"tune: [{i + 1}/{len(cands)}] {cand}: {row['status']} {shown} {row['why'][:120]}")
     winners = {}
-    for cls, _, size in tuning.SIZE_CLASSES:
-        ok = [r for r in rows if r["status"] == "ok" and r["tflops"].get(cls) is not None]
+    for bucket, _, size in tuning.TUNING_BUCKETS:
+        ok = [r for r in rows if r["status"] == "ok" and r["tflops"].get(bucket) is not None]
         if ok:
-            best = max(ok, key=lambda r: r["tflops"][cls])
-            winners[cls] = {"defines": best["defines"], "size": size,
-                            "tflops": round(best["tflops"][cls], 3),
-                            "pct_of_cublas": round(best["pct_of_cublas"][cls], 2)}
+            best = max(ok, key=lambda r: r["tflops"][bucket])
+            winners[bucket] = {"defines": best["defines"], "size": size,
+                            "tflops": round(best["tflops"][bucket], 3),
+                            "pct_of_cublas": round(best["pct_of_cublas"][bucket], 2)}
     return {"kernel": spec.name, "arch": arch, "policy": policy.as_dict(),
-            "classes": [list(c) for c in tuning.SIZE_CLASSES], "candidates": rows,
+            "classes": [list(c) for c in tuning.TUNING_BUCKETS], "candidates": rows,
             "winners": winners, "wall_s": round(time.time() - t0, 1)}

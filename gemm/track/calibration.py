@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..core import metrics
 from ..core.policy import CONFIRM
+from ..core.problem import Problem
 from .decision import Noise
 
 SCHEMA = "gemm.calibration/1"
@@ -131,16 +132,12 @@ def _worse(a: Noise | None, b: Noise | None) -> Noise | None:
 
 
 def bracketing_sizes(size: str, sizes) -> list[str]:
-    """Of `sizes` in `size`'s class (gemm.track.gate), the nearest not above and not below it
-    in M*N*K."""
-    from ..core.problem import Problem
-    from .gate import size_class
-
+    """Of `sizes` in `size`'s class (gemm.core.problem.SizeClass), the nearest not above and
+    not below it in M*N*K."""
     def vol(s: str) -> int:
-        p = Problem.parse(s)
-        return p.M * p.N * p.K
-    cls, v = size_class(size), vol(size)
-    same = [s for s in sizes if size_class(s) == cls]
+        return Problem.parse(s).flops    # 2*M*N*K: the same order
+    cls, v = Problem.parse(size).size_class, vol(size)
+    same = [s for s in sizes if Problem.parse(s).size_class == cls]
     below = [s for s in same if vol(s) <= v]
     above = [s for s in same if vol(s) >= v]
     out = []

@@ -16,9 +16,10 @@ noisy to decide within one job's budget is decided over a few commits, one way o
 from __future__ import annotations
 
 from ..core import git
+from ..core.problem import Problem, SizeClass
 from . import verdicts
 from .abrun import carried
-from .gate import Row, Verdict, size_class
+from .gate import Row, Verdict
 
 # what decides how a kernel is built and measured: every kernel file and the registry (its
 # defines, the tuned tables), the core rules (problems, geometry, policy), the launch and
@@ -46,7 +47,7 @@ def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
     where the screen passed it; returns the rows carried."""
     out = []
     for r in rows:
-        if size_class(r.size) != "large" or r.verdict not in (
+        if Problem.parse(r.size).size_class != SizeClass.LARGE or r.verdict not in (
                 Verdict.OK, Verdict.IMPROVED, Verdict.CANDIDATE):
             continue
         r.carried = unresolved_before(root, machine, earlier, (r.kernel, r.size, r.metric))

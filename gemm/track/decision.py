@@ -17,10 +17,10 @@ freedom, at the level that holds the family-wise error rate `alpha` over all `fa
 decisions of one A/B (Bonferroni, family_size): each interval is two-sided at
 1 - alpha / family. No DROP rests on fewer than DROP_MIN_ROUNDS rounds.
 
-Verdicts, with the minimum effect `delta` (the smallest drop the gate must catch) and the
-decision margin m = delta / 2 (the middle of the indifference zone between "no change" and
-"a drop of delta"; a drop of delta then lands on the DROP side as the interval narrows, and
-no change lands on the SAME side, each wrong with probability under alpha):
+Outcomes (Outcome), with the minimum effect `delta` (the smallest drop the gate must catch)
+and the decision margin m = delta / 2 (the middle of the indifference zone between "no
+change" and "a drop of delta"; a drop of delta then lands on the DROP side as the interval
+narrows, and no change lands on the SAME side, each wrong with probability under alpha):
 
     DROP        the whole interval lies below -m
     SAME        the whole interval lies inside (-m, +m)
@@ -37,8 +37,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
-DROP, SAME, FASTER, NOT_SLOWER, AMBIGUOUS = "DROP", "SAME", "FASTER", "NOT_SLOWER", "AMBIGUOUS"
+
+class Outcome(StrEnum):
+    """One comparison's outcome (above); a str, as the files under verdicts/ and calibration/
+    hold it. The A/B turns it into a row's gate.Verdict (DROP, else noise)."""
+    DROP = "DROP"
+    SAME = "SAME"
+    FASTER = "FASTER"
+    NOT_SLOWER = "NOT_SLOWER"
+    AMBIGUOUS = "AMBIGUOUS"
+
+
+DROP, SAME, FASTER, NOT_SLOWER, AMBIGUOUS = (Outcome.DROP, Outcome.SAME, Outcome.FASTER,
+                                             Outcome.NOT_SLOWER, Outcome.AMBIGUOUS)
 PASSING = (SAME, FASTER, NOT_SLOWER)
 DROP_MIN_ROUNDS = 2   # a DROP needs two rounds: one round's processes can share a GPU's step
 PRIOR_FIT = 0.001     # the rounds' spread must not reject the prior at this level
@@ -68,7 +81,7 @@ class Effect:
     dof: int
     n_ref: int
     n_new: int
-    verdict: str
+    verdict: Outcome
 
     @property
     def change(self) -> float:
@@ -98,7 +111,7 @@ def _ss(xs: list[float]) -> float:
     return sum((x - m) ** 2 for x in xs)
 
 
-def classify(lo: float, hi: float, margin: float) -> str:
+def classify(lo: float, hi: float, margin: float) -> Outcome:
     if hi < -margin:
         return DROP
     if lo > margin:
@@ -163,7 +176,7 @@ def detectable(sigma: float, dof: int, alpha: float, rounds: int,
     return math.ceil(1000 * 2 * (t + z) * sigma / math.sqrt(rounds) - 1e-9) / 1000
 
 
-def _verdict(lo: float, hi: float, margin: float, rounds: int) -> str:
+def _verdict(lo: float, hi: float, margin: float, rounds: int) -> Outcome:
     """classify, with no DROP from fewer than DROP_MIN_ROUNDS rounds."""
     v = classify(lo, hi, margin)
     return AMBIGUOUS if v == DROP and rounds < DROP_MIN_ROUNDS else v

@@ -3,7 +3,8 @@ missing)? Pure: rows in, rows out. The screen only picks candidates; gemm.track.
 decides each one by an A/B on this GPU (gemm.track.decision's rule).
 
 Every series (kernel x size x gated metric, higher is better) has a minimum effect: the drop
-the gate must catch. It is the larger of its size class's floor (MIN_EFFECT) and the smallest
+the gate must catch. It is the larger of its size class's floor (MIN_EFFECT; the class by
+M*N*K, gemm.core.problem.SizeClass) and the smallest
 drop the A/B can call a DROP within its round cap at the series' calibrated noise on this
 runner (decision.detectable); a series the calibration shows too noisy for the floor gets a
 wider one, and every report shows it. The screen is half the minimum effect, so a drop of
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..core import metrics, stats
-from ..core.problem import Problem
+from ..core.problem import Problem, SizeClass
 from .history import HistoryError, finite
 
 
@@ -44,15 +45,7 @@ class Verdict(StrEnum):
 
 
 FAILING = (Verdict.DROP, Verdict.FAILED, Verdict.MISSING)
-CLASSES = (("large", 2048 ** 3), ("medium", 1000 ** 3), ("small", 0))
-MIN_EFFECT = {"large": 0.01, "medium": 0.03, "small": 0.05}
-
-
-def size_class(size: str) -> str:
-    """The gate's size class, by the problem's work M*N*K (how long one launch takes)."""
-    p = Problem.parse(size)
-    vol = p.M * p.N * p.K
-    return next(name for name, floor in CLASSES if vol >= floor)
+MIN_EFFECT = {SizeClass.LARGE: 0.01, SizeClass.MEDIUM: 0.03, SizeClass.SMALL: 0.05}
 
 
 @dataclass(frozen=True)
@@ -97,7 +90,7 @@ class GateConfig:
     def validate(self) -> None:
         if self.window < 1:
             raise ValueError("window >= 1")
-        names = {n for n, _ in CLASSES}
+        names = set(SizeClass)
         if set(self.min_effect) != names or not all(0 < v < 1 for v in self.min_effect.values()):
             raise ValueError(f"min_effect needs a value in (0, 1) for each size class "
                              f"({', '.join(sorted(names))}), got {self.min_effect}")
@@ -115,7 +108,7 @@ class GateConfig:
 
     def effect_for(self, size: str) -> float:
         """The size class's floor of the minimum effect."""
-        return self.min_effect[size_class(size)]
+        return self.min_effect[Problem.parse(size).size_class]
 
     def min_effect_for(self, kernel: str, size: str, metric: str, cal=None) -> float:
         """The series' minimum effect: its class's floor, or wider where its calibrated noise

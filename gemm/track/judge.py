@@ -1,0 +1,196 @@
+"""The gate's workflow for one commit: judge(Request) -> Report (`gemm regress` parses the
+arguments, calls it and prints the report).
+
+In order: the machine and its recorded runs, the run judged and the anchor (where git and the
+history let it serve), this runner's calibration (made on a GPU of this name), the screen
+(gate.evaluate), large series UNRESOLVED at the commits before carried with their kept rounds
+(carry), the A/B of the candidates or, without a GPU, the verdicts kept for them
+(confirm.decide), where each drifting series stepped (anchor.changepoints), the counts, the
+verdicts kept for later runs (Request.record_verdicts) and the exit code. Bad input raises
+BadRequest before anything reaches the GPU; progress goes to `log`; nothing is printed.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ..core import registry
+from ..core.metrics import Series
+from . import anchor as anchors
+from . import calibration, carry, confirm, verdicts
+from .gate import (GateConfig, Narrowing, Row, Verdict, evaluate, failed, measured_nothing,
+                   select)
+from .history import HistoryError, finite, load_runs, resolve_machine
+
+SCHEMA = "gemm.regress/1"
+
+
+class BadRequest(ValueError):
+    """Missing or malformed results, or bad settings: one sentence, said before any GPU work."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to judge, and how."""
+    results: str = "results"        # asv's results directory
+    machine: str | None = None      # None: the only one there
+    commit: str | None = None       # None: the newest run
+    kernels: tuple = ()             # judge only these (names or prefixes, as recorded or
+    sizes: tuple = ()               # registered) and these sizes: narrowed on purpose
+    config: GateConfig = field(default_factory=GateConfig)
+    anchor: str | None = None       # a revision; None: the newest anchor tag, else anchor.toml
+    use_anchor: bool = True
+    calibration: str = "calibration"
+    repo: str = "."                 # the git checkout holding the recorded commits
+    verdicts: str = "verdicts"
+    record_verdicts: bool = False   # keep this run's GPU verdicts for later runs without one
+
+
+@dataclass(frozen=True)
+class Report:
+    """The judgement of one commit on one machine."""
+    commit: str
+    machine: str
+    config: GateConfig
+    narrowed: Narrowing
+    anchor: str | None
+    anchor_source: str              # where the anchor came from, or why there is none
+    calibration: str | None         # the date of the calibration used, None where none is
+    calibration_note: str           # why none is used ('' where one is)
+    rows: list = field(default_factory=list)
+    carried: int = 0                # series carried UNRESOLVED from the commits before ...
+    pooled: int = 0                 # ... of them with the rounds kept against the anchor
+    empty: str | None = None        # why the run is EMPTY (it measured nothing); None if not
+    counts: dict = field(default_factory=dict)   # verdict -> series
+    exit: int = 0                   # 0 pass, 1 fail
+    kept_in: Path | None = None     # where this run's verdicts were kept
+
+    @property
+    def failing(self) -> list[Row]:
+        return failed(self.rows, self.config)
+
+    @property
+    def unresolved(self) -> list[Row]:
+        return [r for r in self.rows if r.verdict == Verdict.UNRESOLVED]
+
+    def to_json(self) -> dict:
+        """The gemm.regress/1 document, which the ci scripts, gemm show and gemm summary read."""
+        doc = {"schema": SCHEMA, "commit": self.commit, "machine": self.machine,
+               "config": asdict(self.config),
+               "narrowed": str(self.narrowed) if self.narrowed else None,
+               "anchor": self.anchor, "anchor_source": self.anchor_source,
+               "calibration": self.calibration, "calibration_note": self.calibration_note,
+               "rows": []}
+        if self.empty:
+            return {**doc, "empty": True, "exit": self.exit}
+        return {**doc, "rows": [asdict(r) for r in self.rows], "counts": self.counts,
+                "exit": self.exit}
+
+
+def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
+          gpu_identity=None) -> Report:
+    """Judge one commit. `on_screened(report)`: called once the screen (and carry) is done,
+    before any A/B, with the report so far (empty where the run measured nothing: then that
+    is the report). `gpu_name()` / `gpu_identity()`: this machine's GPU (None without one;
+    asked only when needed): the calibration must be of its name, kept verdicts say which."""
+    try:
+        req.config.validate()
+        machine = resolve_machine(req.results, req.machine)
+        runs, suite = load_runs(req.results, machine)
+        narrow = Narrowing(judged_kernels(req.kernels, {k.target for r in runs for k in r.points}),
+                           tuple(req.sizes))
+        anchor, anchor_src = (anchors.resolve(req.repo, req.anchor) if req.use_anchor
+                              else (None, "no anchor (--no-anchor)"))
+        judged_run, earlier = select(runs, req.commit)
+        if anchor:
+            why_not = anchors.unusable(req.repo, anchor, judged_run.commit,
+                                       {r.commit for r in earlier})
+            if why_not:
+                anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
+                anchor = None
+        # the calibration must be this runner's: same asv machine, and a GPU of the name it
+        # was made on (unknown without a GPU, where no A/B can run anyway)
+        cal, cal_note = calibration.load(req.calibration, machine,
+                                         gpu_name=gpu_name() if gpu_name else None)
+        rows, new_run = evaluate(runs, suite, req.config, req.commit, narrow, anchor, cal)
+        carried = carry.carry(rows, req.verdicts, machine, earlier)
+        pooled = carry.evidence(carried, req.verdicts, machine, req.repo, judged_run.commit)
+    except (HistoryError, ValueError) as exc:
+        raise BadRequest(str(exc)) from exc
+    report = Report(new_run.commit, machine, req.config, narrow, anchor, anchor_src,
+                    cal.date if cal else None, cal_note, rows, len(carried), pooled)
+    if measured_nothing(new_run, narrow):
+        why = (f" of the current benchmark versions ({new_run.other_versions} rows were "
+               f"measured under another version of the suite's policy or metrics)"
+               if new_run.other_versions else "")
+        report = replace(report, rows=[], exit=1, empty=(
+            f"the run of {new_run.commit[:10]} on {machine} measured nothing"
+            + (f" in {narrow}" if narrow else "") + why))
+    if on_screened:
+        on_screened(report)
+    if report.empty:
+        return report
+    cfg = req.config
+    if any(r.verdict == Verdict.CANDIDATE for r in rows) and cfg.confirm:
+        log(f"gemm regress: calibration: {'from ' + cal.date if cal else cal_note}")
+    measured = confirm.decide(rows, cfg, new_run.commit, req.repo,
+                              kept=verdicts.load(req.verdicts, machine, new_run.commit), log=log,
+                              calibration=cal)
+    _changepoints(rows, runs, new_run)
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    report = replace(report, counts=counts, exit=1 if failed(rows, cfg) else 0)
+    unconfirmed = any(r.unconfirmed for r in rows)
+    if req.record_verdicts and (measured or not unconfirmed):
+        # the commit's summary (the site's) only from a whole judgement: not from a narrowed
+        # run, nor from one that could not decide its candidates here
+        summary = None if narrow or unconfirmed else {
+            "counts": counts, "anchor": anchor, "exit": report.exit,
+            "rows": [asdict(r) for r in rows if r.verdict != Verdict.OK]}
+        path = verdicts.save(req.verdicts, machine, new_run.commit,
+                             [asdict(r) for r in measured],
+                             gpu_identity() if measured and gpu_identity else None,
+                             summary=summary)
+        log(f"gemm regress: verdicts kept in {path}")
+        report = replace(report, kept_in=path)
+    return report
+
+
+def judged_kernels(names, recorded) -> tuple[str, ...]:
+    """Each name as recorded in the history, or the one recorded kernel it is a prefix of
+    (05 -> 05_2d_blocktiling), else a registered kernel's (the same rules); a name that is
+    none of these, or several, is bad input (ValueError), not a run that measured nothing."""
+    registered = registry.names()
+    out = []
+    for name in names:
+        for pool in (recorded, registered):
+            hits = [name] if name in pool else [k for k in pool if k.startswith(name)]
+            if len(hits) == 1:
+                out.append(hits[0])
+                break
+        else:
+            hits = sorted({k for k in (*recorded, *registered) if k.startswith(name)})
+            known = sorted(set(recorded) | set(registered))
+            raise ValueError(f"--kernels: kernel name {name!r} is ambiguous: {', '.join(hits)}"
+                             if hits else f"--kernels: unknown kernel {name!r}; known: "
+                             f"{', '.join(known)}")
+    return tuple(out)
+
+
+def _changepoints(rows, runs, new_run) -> None:
+    """Where each flagged or drifting series stepped, over its history up to the judged run."""
+    upto = runs[:runs.index(new_run) + 1]
+    for r in rows:
+        drifting = (r.verdict in (Verdict.DROP, Verdict.UNRESOLVED, Verdict.CANDIDATE)
+                    or (r.anchor_change is not None and r.bound is not None
+                        and -r.anchor_change > r.bound))
+        if not drifting:
+            continue
+        key = Series(r.kernel, r.size, r.metric)
+        pts = [(run.commit, run.points[key].value) for run in upto
+               if key in run.points and finite(run.points[key].value)]
+        try:
+            r.changepoints = anchors.changepoints(pts)
+        except ImportError as exc:   # the [track] extra brings ruptures
+            r.changepoints = [{"error": f"no change-point detection here ({exc})"}]
