@@ -35,7 +35,10 @@ def commit_stub(repo, tflops, msg):
     pkg = repo / "gemm"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops)))
+    # the message in the code: each commit's measured code differs (abtest.same_code), so
+    # the gate measures it even where it runs at the same speed
+    (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops))
+                                     + f"# {msg}\n")
     return commit_package(repo, msg)
 
 
@@ -290,3 +293,23 @@ def test_an_arm_is_one_process_of_task_pairs_and_a_tree_without_task_is_refused(
     with pytest.raises(abtest.ABError, match="the code of old predates `gemm measure --task`"):
         abtest.measure(old, series)
     assert len(seen) == 1
+
+
+def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, capsys,
+                                                                    monkeypatch):
+    # three commits after the first change nothing the measurement runs (abtest.MEASURED_BY):
+    # the screen flags the newest (29.0 here against 30 in the history), the A/B would be an A/A
+    shas = [commit_stub(stub_repo, 29.0, "c0")]
+    shas += [commit_package(stub_repo, f"docs {i}") for i in range(3)]
+    assert abtest.same_code(stub_repo, shas[2], shas[3], "05_2d")
+    res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.1), (shas[2], 29.9),
+                                  (shas[3], 29.0)])
+    monkeypatch.setattr("gemm.track.confirm.gpu_present",
+                        lambda: pytest.fail("the GPU was asked for; no A/B was needed"))
+    assert gate(stub_repo, res) == 0
+    captured = capsys.readouterr()
+    assert "the same measured code" in captured.out and "REGRESSION" not in captured.out
+    assert "A/B round" not in captured.err
+    # a change to the measured code is measured again
+    shas.append(commit_stub(stub_repo, 29.0, "c4"))
+    assert not abtest.same_code(stub_repo, shas[3], shas[4], "05_2d")

@@ -24,6 +24,11 @@ from ..core import git
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
+# what an arm's measurement runs: every kernel file and the registry (defines, tuned tables),
+# the core rules (problems, geometry, policy), the launch and measurement layers (which import
+# nothing else: tests/test_layers.py) and the entry point the A/B measures through
+MEASURED_BY = ("kernels", "gemm/core", "gemm/cuda", "gemm/measure", "gemm/__init__.py",
+               "gemm/__main__.py", "gemm/cli/main.py", "gemm/cli/measure.py")
 
 
 class ABError(RuntimeError):
@@ -35,6 +40,18 @@ def _git(repo, *args) -> str:
         return git.run(repo, *args)
     except git.GitError as exc:
         raise ABError(str(exc)) from None
+
+
+def same_code(repo, older: str, newer: str, kernel: str) -> bool:
+    """Does `newer` measure `kernel` with `older`'s code (git: no change to MEASURED_BY)? Then
+    an A/B of the two is an A/A: both arms run the same code in the same environment. False
+    where git cannot tell, or for a kernel the registry does not know."""
+    from ..core import registry
+    try:
+        registry.get(kernel)
+    except (KeyError, ValueError):
+        return False
+    return git.returncode(repo, "diff", "--quiet", older, newer, "--", *MEASURED_BY) == 0
 
 
 @contextlib.contextmanager

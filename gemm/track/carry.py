@@ -9,23 +9,17 @@ on), not an unconfirmed DROP.
 The evidence comes with it: the rounds the newest of those commits kept against the anchor
 (they hold the rounds it had carried in turn; never rounds its A/A control rejected) join
 this commit's rounds against the anchor as earlier rounds, where the code they measured is
-this commit's code (git diff: MEASURED_BY). They are never decided on alone, nor judged by
+this commit's code (abtest.same_code). They are never decided on alone, nor judged by
 this run's A/A control; with them the comparison is decided by means, round by round. So a series too
 noisy to decide within one job's budget is decided over a few commits, one way or the other.
 """
 from __future__ import annotations
 
-from ..core import git
 from ..core.problem import Problem, SizeClass
 from . import verdicts
 from .abrun import carried
+from .abtest import same_code
 from .gate import Row, Verdict
-
-# what decides how a kernel is built and measured: every kernel file and the registry (its
-# defines, the tuned tables), the core rules (problems, geometry, policy), the launch and
-# measurement layers and the entry point the A/B measures through
-MEASURED_BY = ("kernels", "gemm/core", "gemm/cuda", "gemm/measure", "gemm/cli/measure.py")
-
 
 def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
     """The commits, newest first, immediately before the judged one (`earlier`: its earlier
@@ -60,18 +54,6 @@ def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
             r.verdict = Verdict.CANDIDATE
         r.note = f"{r.note}; {note}" if r.note else note
     return out
-
-
-def same_code(repo, older: str, newer: str, kernel: str) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code (git: no change to the kernels, the
-    registry, gemm/core, gemm/cuda, gemm/measure, `gemm measure`)? False where git cannot
-    tell, or for a kernel the registry does not know."""
-    from ..core import registry
-    try:
-        registry.get(kernel)
-    except (KeyError, ValueError):
-        return False
-    return git.returncode(repo, "diff", "--quiet", older, newer, "--", *MEASURED_BY) == 0
 
 
 def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:

@@ -3,7 +3,10 @@
 A candidate may be the code or the machine (the history was recorded on other GPUs of the same
 name). Where a GPU is present it is decided by an A/B (gemm.track.abrun) of the new commit's
 code against the code of each commit it was flagged against (the history's reference; the
-anchor), each checked out in its own worktree (gemm.track.abtest). Where no A/B can be made,
+anchor), each checked out in its own worktree (gemm.track.abtest). A commit whose measured
+code git shows to be the new commit's (abtest.same_code) needs no A/B: both arms would run the
+same code here, so what the screen saw is the machine, and the row is noise on that count,
+with or without a GPU. Where no A/B can be made,
 what it had decided stands and the rest is UNRESOLVED: the history alone never decides where a
 GPU is present. Without a GPU, a verdict kept by an earlier confirming run for this exact value
 (gemm.track.verdicts) is used; otherwise the candidate fails as unconfirmed.
@@ -32,14 +35,22 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     `calibration`: a gemm.track.calibration.Calibration (None: the rounds' own spread only).
     """
     cands = [r for r in rows if r.verdict == Verdict.CANDIDATE]
+    for r in cands:
+        r.identical = [c for c in candidates_against(r)
+                       if abtest.same_code(repo, c, new_commit, r.kernel)]
+        if r.identical and len(r.identical) == len(candidates_against(r)):
+            r.verdict, r.against = Verdict.NOISE, list(r.identical)
+            r.note = f"not confirmed: {_identical_note(r)}"
+    cands = [r for r in cands if r.verdict == Verdict.CANDIDATE]
     if not cands:
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
     if not ok:
         for r in cands:
             _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
+            _add_identical(r)
         return []
-    comparisons = [(r, c) for r in cands for c in candidates_against(r)]
+    comparisons = [(r, c) for r in cands for c in _to_measure(r)]
     for r in cands:
         if not candidates_against(r):
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
@@ -58,7 +69,27 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
         abreport.finish(ab)
+    for r in cands:
+        _add_identical(r)
     return cands
+
+
+def _to_measure(r: Row) -> list[str]:
+    """The commits the row's A/B measures: those it was flagged against, less those whose
+    measured code is the new commit's."""
+    return [c for c in candidates_against(r) if c not in r.identical]
+
+
+def _identical_note(r: Row) -> str:
+    return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git: no "
+            f"change to {', '.join(abtest.MEASURED_BY)}), so no A/B: the machine, not the code")
+
+
+def _add_identical(r: Row) -> None:
+    """Say which comparisons needed no A/B (their commits measure the new commit's code)."""
+    if r.identical:
+        r.against = list(dict.fromkeys([*r.against, *r.identical]))
+        r.note = f"{r.note}; {_identical_note(r)}" if r.note else _identical_note(r)
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
@@ -66,8 +97,8 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
     against now (an anchor moved since makes it void). Else a DROP, unconfirmed; but a row
     that is a candidate only because it was carried stays UNRESOLVED (gate.failed counts
     the commits running)."""
-    covers = old is not None and set(candidates_against(r)) <= set(old.get("against") or
-                                                                    [old.get("reference")])
+    covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
+                                                             [old.get("reference")])
     if (old and covers and old.get("new") == r.new
             and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.UNRESOLVED)):
         r.verdict = Verdict(old["verdict"])

@@ -175,6 +175,7 @@ class Row:
     unconfirmed: bool = False         # a DROP only because no A/B could be made here
     carried: list = field(default_factory=list)   # earlier commits it was UNRESOLVED at
     carried_rounds: dict = field(default_factory=dict)  # against -> kept rounds (gemm.track.carry)
+    identical: list = field(default_factory=list)  # flagged against, same measured code: no A/B
 
     @property
     def label(self) -> str:
