@@ -41,9 +41,10 @@ PY
 if [ ! -f "$state/picks" ]; then
   first=${PICKS:-"05_2d_blocktiling=10000 07_bank_conflict_free=10000 09_cp_async_pipeline=10000 14_bf16_wgmma_tma=10000"}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
-  true_size first 4096
+  true_size first
   picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $first)
   echo "$picks" > "$state/picks"; echo "sized: $first -> $picks ($((SECONDS - t0)) s)"
+  [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$state/true-before.done"; }
 fi
 picks=$(cat "$state/picks")
 spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }

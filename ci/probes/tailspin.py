@@ -12,7 +12,8 @@ a throwaway worktree only; never on main.
     tailspin.py size TRUE.json TARGET_PCT KERNEL=PPM ...
                                            print KERNEL=PPM scaled so that the median true
                                            size measured (gemm bench --json of each kernel and
-                                           its _nospin twin) becomes TARGET_PCT
+                                           its _nospin twin) becomes TARGET_PCT (kept where
+                                           it is within 0.7-1.4 times of it)
 """
 import json
 import re
@@ -107,6 +108,8 @@ def size(path, target: float, specs) -> None:
         xs = sorted(v for (k, _), v in got.items() if k == name)
         now = xs[len(xs) // 2] if xs else 0.0
         scale = target / now if now > 0.05 else 3.0     # barely measurable: triple it
+        if 0.7 <= scale <= 1.4:                          # near enough: as it is
+            scale = 1.0
         out.append(f"{name}={max(1000, min(100000, round(ppm * min(max(scale, 0.33), 3.0))))}")
     print(" ".join(out))
 
