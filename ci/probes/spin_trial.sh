@@ -7,7 +7,7 @@
 # recorded into a scratch history; then up to TRIALS (default 5) runs of gemm regress on the
 # throwaway at SIZES (each a fresh A/B against HEAD, the anchor), while under DEADLINE_S.
 # Resumable over calls: its state (the picks, the two recorded runs, each trial's report) lives
-# in .probe/spin (git-ignored); the throwaway commit is made with fixed dates, so the same base
+# in .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same base
 # and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
 # For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
 set -uo pipefail
@@ -23,7 +23,9 @@ echo "$base" > "$state/base"
 make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the same picks
   rm -rf "$wt"; git worktree prune; git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || return 2
   python3 ci/probes/tailspin.py set "$wt" $1 || return 2
-  GIT_AUTHOR_DATE=2026-01-01T00:00:00Z GIT_COMMITTER_DATE=2026-01-01T00:00:00Z \
+  # a minute after the base (the scratch history, outside git, orders runs by commit date)
+  local when="$(( $(git show -s --format=%ct "$base") + 60 )) +0000"
+  GIT_AUTHOR_DATE="$when" GIT_COMMITTER_DATE="$when" \
     git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a tail wait in $KS ($1)"
   git -C "$wt" rev-parse HEAD
 }
@@ -42,7 +44,8 @@ if [ ! -f "$state/picks" ]; then
   first=${PICKS:-"05_2d_blocktiling=10000 07_bank_conflict_free=10000 09_cp_async_pipeline=10000 14_bf16_wgmma_tma=10000"}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
   true_size first
-  picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $first)
+  picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $first) &&
+    [ -n "$picks" ] || { echo "no true size measured (log: $d/true-first.log)"; tail -5 "$d/true-first.log"; exit 2; }
   echo "$picks" > "$state/picks"; echo "sized: $first -> $picks ($((SECONDS - t0)) s)"
   [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$state/true-before.done"; }
 fi
