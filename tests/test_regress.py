@@ -293,3 +293,33 @@ def test_the_gates_workflow_is_a_function_that_returns_a_report(tmp_path, capsys
                 Request(str(res), "h200", config=rule.GateConfig(window=0))):
         with pytest.raises(BadRequest):
             judge(bad)
+
+
+def test_a_kernel_whose_code_changed_goes_to_the_ab_past_the_screen_or_not(tmp_path):
+    """21c7ce0 changed 12's registry entry, not 05's: at the same recorded speed, 12's large
+    series are candidates against the commit before (their kernel's build changed), 05's and
+    12's small one are not; without a GPU they stay UNRESOLVED, not unconfirmed DROPs."""
+    import subprocess
+    from gemm.track import abtest
+    from gemm.track.judge import Request, judge
+    old, new = (subprocess.run(["git", "rev-parse", rev], capture_output=True, text=True,
+                               check=True).stdout.strip() for rev in ("21c7ce0~1", "21c7ce0"))
+    assert abtest.kernel_changed(".", old, new, "12_tf32_mma_sync")
+    assert not abtest.kernel_changed(".", old, new, "05_2d_blocktiling")
+    ks, sizes = ["05_2d_blocktiling", "12_tf32_mma_sync"], ["4096", "512"]
+    res = tmp_path / "results"
+    write_benchmarks(res, ks, sizes)
+    for i, c in enumerate((old, new)):
+        write_run(res, c, 1_000_000 + i, flat(30.0, ks, sizes), ks, sizes)
+    rep = judge(Request(str(res), "h200", config=rule.GateConfig(confirm=False),
+                        use_anchor=False, calibration=str(tmp_path / "cal"),
+                        verdicts=str(tmp_path / "v")))
+    rows = {(r.kernel, r.size): r for r in rep.rows}
+    changed = [r for r in rep.rows if r.code_changed]
+    assert rep.code_changed == 2 and {(r.kernel, r.size) for r in changed} == {
+        ("12_tf32_mma_sync", "4096")}
+    assert all(r.verdict == rule.Verdict.UNRESOLVED and rule.candidates_against(r) == [old]
+               and "code or build changed" in r.note for r in changed)
+    assert rows[("05_2d_blocktiling", "4096")].verdict == rule.Verdict.OK
+    assert rows[("12_tf32_mma_sync", "512")].verdict == rule.Verdict.OK
+    assert rep.exit == 0

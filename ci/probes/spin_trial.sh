@@ -3,12 +3,13 @@
 # block of 05, 07, 09, and each tile of 14, waits a share of its own time at its end), sized to
 # about TARGET_PCT (default 1) % from a first measurement, its true size measured independently
 # (gemm bench of each slowed kernel against its _nospin twin, the parent's code, in one process)
-# before the trials and after them. HEAD's and the throwaway's runs of those kernels are
-# recorded into a scratch history; then up to TRIALS (default 5) runs of gemm regress on the
-# throwaway at SIZES (each a fresh A/B against HEAD, the anchor), while under DEADLINE_S.
-# Resumable over calls: its state (the picks, the two recorded runs, each trial's report) lives
-# in .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same base
-# and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
+# before the trials and after them. The throwaway's run is recorded into a scratch copy of the
+# history (the runs recorded in earlier sessions, on other GPUs); then up to TRIALS (default 5) runs of gemm
+# regress on it at SIZES (each a fresh A/B against the newest recorded commit, no anchor),
+# while under DEADLINE_S.
+# Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
+# .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
+# base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
 # For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,13 +54,11 @@ picks=$(cat "$state/picks")
 spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }
 echo "throwaway ${spin:0:10}: $picks"
 [ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
-rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"; cp "$state"/runs/*.json "$h/results/h200/" 2>/dev/null
+# the scratch history: the recorded runs (HEAD's own, which the per-commit job may have just
+# made here, left out) and the throwaway's run made here
+rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"; rm -f "$h/results/h200/${base:0:8}"-*.json
+cp "$state"/runs/*.json "$h/results/h200/" 2>/dev/null
 bflags=(); for k in $KS; do bflags+=(-b "$k"); done
-if ! ls "$h/results/h200/${base:0:8}"-*.json >/dev/null 2>&1; then
-  python3 -m gemm record --repo . --results "$h/results" --machine h200 --commit "$base" "${bflags[@]}" \
-    > "$d/record-base.log" 2>&1; echo "record HEAD: exit $? ($((SECONDS - t0)) s)"
-fi
-cp "$h/results/h200/${base:0:8}"-*.json "$state/runs/" 2>/dev/null   # the per-commit job's record too
 if ! ls "$h/results/h200/${spin:0:8}"-*.json >/dev/null 2>&1; then
   in_wt python3 -m gemm record --repo "$wt" --results "$h/results" --machine h200 --commit "$spin" \
     "${bflags[@]}" > "$d/record-spin.log" 2>&1; echo "record throwaway: exit $? ($((SECONDS - t0)) s)"
@@ -70,7 +69,7 @@ for t in $(seq 1 "${TRIALS:-5}"); do
   if [ -f "$state/trial$t.json" ]; then last=$t; continue; fi
   if [ $((SECONDS - t0)) -ge "${DEADLINE_S:-400}" ]; then echo "trial $t: not run (deadline)"; continue; fi
   python3 -m gemm regress --repo . --results "$h/results" --verdicts "$h/verdicts" --machine h200 \
-    --commit "$spin" --kernels $KS --sizes $SIZES --anchor "$base" --budget "${BUDGET:-150}" \
+    --commit "$spin" --kernels $KS --sizes $SIZES --no-anchor --budget "${BUDGET:-150}" \
     --overtime 30 --json "$d/trial$t.json" > "$d/trial$t.log" 2>&1
   echo "trial $t: gate exit $? ($((SECONDS - t0)) s)"
   cp "$d/trial$t.json" "$d/trial$t.log" "$state/" 2>/dev/null; last=$t

@@ -122,6 +122,9 @@ def _screened(rep: Report) -> None:
     if not rep.calibration:
         print(f"gemm regress: minimum effects are the size classes' floors: "
               f"{rep.calibration_note}")
+    if rep.code_changed:
+        print(f"gemm regress: {rep.code_changed} large series of kernels whose code or build "
+              f"changed since their reference go to the A/B (past the screen or not)")
     if rep.carried:
         print(f"gemm regress: {rep.carried} series UNRESOLVED at the commits before are "
               f"measured first ({rep.pooled} with the rounds kept against the anchor, same code)")

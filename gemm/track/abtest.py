@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,54 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
     except (KeyError, ValueError):
         return False
     return git.returncode(repo, "diff", "--quiet", older, newer, "--", *MEASURED_BY) == 0
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
+    """What builds `kernel` at `rev`, from git: its registry entry, its .cu file and what it
+    includes from kernels/ (transitively), its tuned constants where it is tuned, and the nvcc
+    options (gemm/cuda/loader.py). None where git or the registry cannot say."""
+    import tomllib
+
+    def show(path: str) -> str | None:
+        try:
+            return git.run(repo, "show", f"{rev}:{path}", timeout=30)
+        except git.GitError:
+            return None
+    try:
+        entries = tomllib.loads(show("kernels/kernels.toml") or "").get("kernel") or []
+    except tomllib.TOMLDecodeError:
+        return None
+    entry = next((e for e in entries if isinstance(e, dict) and e.get("name") == kernel), None)
+    if entry is None or not isinstance(entry.get("file"), str):
+        return None
+    files, todo = {}, [entry["file"]]
+    while todo:
+        name = todo.pop(0)
+        if name not in files:
+            files[name] = show(f"kernels/{name}")
+            todo += _INCLUDE.findall(files[name] or "")
+    tuned = {}
+    if entry.get("tuned"):
+        if git.returncode(repo, "cat-file", "-e", f"{rev}:kernels/tuned") == 0:
+            names = git.run(repo, "ls-tree", "--name-only", f"{rev}:kernels/tuned", timeout=30)
+            for fn in names.split():
+                try:
+                    tuned[fn] = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
+                except tomllib.TOMLDecodeError:
+                    tuned[fn] = show(f"kernels/tuned/{fn}")
+    return {"entry": entry, "files": files, "tuned": tuned,
+            "loader": show("gemm/cuda/loader.py")}
+
+
+def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
+    """Did `kernel`'s code or build change from `older` to `newer` (_kernel_build)? False
+    where git cannot tell: then no A/B could check the commits out either (the screen alone
+    sends the series there)."""
+    a, b = _kernel_build(repo, older, kernel), _kernel_build(repo, newer, kernel)
+    return a is not None and b is not None and a != b
 
 
 @contextlib.contextmanager

@@ -95,8 +95,8 @@ def _add_identical(r: Row) -> None:
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
     """A verdict kept for this very value, made against every commit this row is flagged
     against now (an anchor moved since makes it void). Else a DROP, unconfirmed; but a row
-    that is a candidate only because it was carried stays UNRESOLVED (gate.failed counts
-    the commits running)."""
+    that is a candidate only because it was carried or its kernel changed stays UNRESOLVED
+    (gate.failed counts the commits running)."""
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new
@@ -106,7 +106,7 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
                                                   old.get("ab_new"))
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
-    elif r.carried and not past_screen(r):
-        r.verdict, r.note = Verdict.UNRESOLVED, f"carried UNRESOLVED, no A/B here: {why}"
+    elif (r.carried or r.code_changed) and not past_screen(r):
+        r.verdict, r.note = Verdict.UNRESOLVED, f"{r.note}; no A/B here: {why}"
     else:
         r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True

@@ -176,6 +176,7 @@ class Row:
     carried: list = field(default_factory=list)   # earlier commits it was UNRESOLVED at
     carried_rounds: dict = field(default_factory=dict)  # against -> kept rounds (gemm.track.carry)
     identical: list = field(default_factory=list)  # flagged against, same measured code: no A/B
+    code_changed: bool = False        # large, and its kernel's code or build changed since reference
 
     @property
     def label(self) -> str:
@@ -276,10 +277,12 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
 
 def candidates_against(row: Row) -> list[str]:
     """The commits a candidate's A/B compares with: the history's reference where the recent
-    history flagged it, the anchor where the anchor did; the anchor for a row carried
-    UNRESOLVED from the commits before (gemm.track.carry; the reference where it has no anchor)."""
+    history flagged it or its kernel's code changed since (Row.code_changed), the anchor where
+    the anchor did; the anchor for a row carried UNRESOLVED from the commits before
+    (gemm.track.carry; the reference where it has no anchor)."""
     out = []
-    if (_past_history(row) or (row.carried and not row.anchor)) and row.reference:
+    if (_past_history(row) or row.code_changed or (row.carried and not row.anchor)) \
+            and row.reference:
         out.append(row.reference)
     if (_past_anchor(row) or row.carried) and row.anchor and row.anchor not in out:
         out.append(row.anchor)

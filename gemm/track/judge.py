@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ..core import registry
 from ..core.metrics import Series
+from ..core.problem import Problem, SizeClass
+from . import abtest, calibration, carry, confirm, verdicts
 from . import anchor as anchors
-from . import calibration, carry, confirm, verdicts
 from .gate import (GateConfig, Narrowing, Row, Verdict, evaluate, failed, measured_nothing,
                    select)
 from .history import HistoryError, finite, load_runs, resolve_machine
@@ -60,6 +61,7 @@ class Report:
     rows: list = field(default_factory=list)
     carried: int = 0                # series carried UNRESOLVED from the commits before ...
     pooled: int = 0                 # ... of them with the rounds kept against the anchor
+    code_changed: int = 0           # large series sent to the A/B: their kernel's code changed
     empty: str | None = None        # why the run is EMPTY (it measured nothing); None if not
     counts: dict = field(default_factory=dict)   # verdict -> series
     exit: int = 0                   # 0 pass, 1 fail
@@ -114,11 +116,13 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
                                          gpu_name=gpu_name() if gpu_name else None)
         rows, new_run = evaluate(runs, suite, req.config, req.commit, narrow, anchor, cal)
         carried = carry.carry(rows, req.verdicts, machine, earlier)
+        changed = code_changed(rows, req.repo, judged_run.commit)
         pooled = carry.evidence(carried, req.verdicts, machine, req.repo, judged_run.commit)
     except (HistoryError, ValueError) as exc:
         raise BadRequest(str(exc)) from exc
     report = Report(new_run.commit, machine, req.config, narrow, anchor, anchor_src,
-                    cal.date if cal else None, cal_note, rows, len(carried), pooled)
+                    cal.date if cal else None, cal_note, rows, len(carried), pooled,
+                    code_changed=changed)
     if measured_nothing(new_run, narrow):
         why = (f" of the current benchmark versions ({new_run.other_versions} rows were "
                f"measured under another version of the suite's policy or metrics)"
@@ -155,6 +159,29 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         log(f"gemm regress: verdicts kept in {path}")
         report = replace(report, kept_in=path)
     return report
+
+
+def code_changed(rows: list[Row], repo, judged: str) -> int:
+    """Every large series of a kernel whose code or build changed since the row's reference
+    (abtest.kernel_changed) goes to the A/B, past the screen or not: the screen compares with
+    a history recorded on other GPUs, whose offsets can hide a drop of the minimum effect.
+    Returns how many rows it made candidates."""
+    changed: dict = {}
+    n = 0
+    for r in rows:
+        if (Problem.parse(r.size).size_class != SizeClass.LARGE or not r.reference
+                or r.verdict not in (Verdict.OK, Verdict.IMPROVED, Verdict.CANDIDATE)):
+            continue
+        key = (r.reference, r.kernel)
+        if key not in changed:
+            changed[key] = abtest.kernel_changed(repo, r.reference, judged, r.kernel)
+        r.code_changed = changed[key]
+        if r.code_changed and r.verdict != Verdict.CANDIDATE:
+            r.verdict = Verdict.CANDIDATE
+            note = f"its kernel's code or build changed since {r.reference[:10]}: measured"
+            r.note = f"{r.note}; {note}" if r.note else note
+            n += 1
+    return n
 
 
 def judged_kernels(names, recorded) -> tuple[str, ...]:
