@@ -117,6 +117,33 @@ def test_measure_tasks_are_the_pairs_measured_in_their_order(monkeypatch, capsys
     capsys.readouterr()
 
 
+def test_check_takes_one_alpha_beta_pair(monkeypatch, capsys):
+    """`gemm check --alpha-beta A,B` checks that pair alone (ci/memcheck.sh's racecheck and
+    synccheck passes); without it, every pair of the gate."""
+    import gemm.cuda.device as dev
+    import gemm.measure.sweep as sw
+    monkeypatch.setattr(dev, "probe", lambda: (True, ""))
+    jobs = []
+
+    def worker(job, timeout=None):
+        jobs.append(job)
+        for name, p in job["tasks"]:
+            yield "result", {"kernel": name, "role": "kernel", "size": str(p["M"]),
+                             "status": "ok", "checks": []}
+        yield "exit", {"code": 0, "stderr": "", "timed_out": False}
+    monkeypatch.setattr(sw, "run_worker", worker)
+    assert cli.main(["check", "-k", "06", "--shapes", "136x264x108", "--alpha-beta", "1.5,0.5"]) == 0
+    assert jobs[-1]["ab"] == [[1.5, 0.5]] and jobs[-1]["time"] is False
+    assert cli.main(["check", "-k", "06", "--shapes", "64", "--alpha-beta", "1,0",
+                     "--alpha-beta=-1,2"]) == 0
+    assert jobs[-1]["ab"] == [[1.0, 0.0], [-1.0, 2.0]]
+    assert cli.main(["check", "-k", "06", "--shapes", "64"]) == 0
+    assert jobs[-1]["ab"] == [list(x) for x in shapes.CHECK_AB]
+    capsys.readouterr()
+    out = run("check", "--alpha-beta", "1.5")
+    assert out.returncode == 2 and "'1.5' is not ALPHA,BETA" in out.stderr
+
+
 def test_version_is_the_packages():
     """`gemm --version`: the installed package's version, else the source's gemm.__version__."""
     import importlib.metadata
