@@ -16,7 +16,8 @@
 #   check       gemm check: every kernel over the odd shapes and (alpha, beta) pairs
 #   cold        gemm bench --mode cold (L2 flushed before each launch), kernels $COLD_K
 #   quick       the pytest-benchmark A/B path (autosave, then compare)
-#   memcheck    ci/memcheck.sh alone (MEMCHECK=1: every kernel; its marker lands in verdicts/)
+#   memcheck    ci/memcheck.sh alone (MEMCHECK=1: every kernel, memcheck, racecheck and synccheck;
+#               its marker lands in verdicts/)
 #   calibrate   gemm calibrate $CAL_ARGS (A/A noise, injected-delay detection), on a copy of
 #               calibration/ that comes back in the bundle as calibration/
 #   falsealarm  the gate's false-alarm test: FA_RUNS throwaway commits on HEAD that change no

@@ -14,10 +14,14 @@ gemm() { python3 -m gemm "$@"; }
 machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine file)
   if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
 }
-last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed memcheck here
+SANITIZE_PASSES="memcheck racecheck synccheck"   # ci/memcheck.sh's passes, in order
+last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed every pass here
+  # (its marker names them: one from before racecheck and synccheck, memcheck alone, does not count)
   local m sha; m=$(machine)
   for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
-    if [ -f "$VERDICTS/$m/memcheck/$sha" ]; then echo "$sha"; return 0; fi
+    if grep -qx "# passes: $SANITIZE_PASSES" "$VERDICTS/$m/memcheck/$sha" 2>/dev/null; then
+      echo "$sha"; return 0
+    fi
   done
   return 1
 }

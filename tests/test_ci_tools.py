@@ -356,3 +356,188 @@ def test_the_gpu_job_never_runs_forks_and_pushes_only_from_main():
     assert "github.event_name == 'pull_request'" in comment["if"]
     assert not any("git push" in s.get("run", "") for s in fleet["steps"])
     assert "refs/heads/main" in wf["jobs"]["pages"]["if"]
+
+
+# --- ci/memcheck.sh: racecheck and synccheck (ci/sanitize_plan.py picks kernels and shapes) ----
+
+def _plan_module():
+    spec = importlib.util.spec_from_file_location("sanitize_plan", ROOT / "ci" / "sanitize_plan.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod           # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+sp = _plan_module()
+
+
+def test_every_kernel_with_a_k_step_is_covered_by_its_sanitizer_shapes():
+    """Each kernel's shapes (no GPU) launch every entry point, and each launches a whole
+    tile, both edge strips, a K remainder and more K steps than the kernel has stages."""
+    from gemm.core import registry
+    for spec in registry.registry().values():
+        if sp.k_step(spec) is None:          # 01, 02: no K step, no shared memory
+            continue
+        entries = set()
+        for shape in sp.shapes_for(spec):
+            c = sp.coverage(spec, shape)
+            assert c.refused is None, (spec.name, shape, c.refused)
+            assert c.full_tile and c.edge_rows and c.edge_cols, (spec.name, c)
+            assert c.k_tail and c.k_steps > c.stages, (spec.name, c)
+            entries |= set(c.entries)
+        assert entries == set(spec.entries), (spec.name, entries)
+    # and the TMA kernels refuse the others' shapes (a refusal is not a failure)
+    assert sp.coverage(registry.get("14"), sp.ALIGNED).refused
+
+
+def test_the_plan_takes_the_kernels_that_use_shared_memory(nvcc):
+    """From ptxas and the registry, not a list: 01 and 02 use none; racecheck also leaves out
+    the TMA kernels, which synccheck keeps."""
+    from gemm.core import registry
+    specs = list(registry.registry().values())
+    smem = sp.shared_memory(specs)
+    assert {n for n, how in smem.items() if how is None} == {"01_naive", "02_coalesced"}
+    assert "static (ptxas)" in smem["06_vectorized"] and "dynamic" in smem["12_tf32_mma_sync"]
+    tma = {s.name for s in specs if s.tma}
+    assert tma == {"13_tf32_wgmma_tma", "14_bf16_wgmma_tma"}
+    race, race_shapes, race_skip = sp.plan("racecheck", specs, smem)
+    sync, sync_shapes, sync_skip = sp.plan("synccheck", specs, smem)
+    assert set(race_skip) == {"01_naive", "02_coalesced"} | tma and "TMA" in race_skip["14_bf16_wgmma_tma"]
+    assert set(sync_skip) == {"01_naive", "02_coalesced"} and set(sync) == set(race) | tma
+    assert race_shapes == [sp.ALIGNED, sp.UNALIGNED]
+    assert sync_shapes == [sp.ALIGNED, sp.UNALIGNED, sp.TMA]
+    assert sp.plan("racecheck", [registry.get("03")], smem)[1] == [sp.ALIGNED]   # no fallback
+
+
+def _memcheck(tmp_path, fake=None, **env):
+    """ci/memcheck.sh with a scratch $OUT and $VERDICTS, a fake compute-sanitizer first on
+    the PATH where `fake` (a Python body that sees argv and the log's path) is given."""
+    full = {**os.environ, "OUT": str(tmp_path / "out"), "VERDICTS": str(tmp_path / "verdicts"),
+            "MACHINE": "h200", "MEMCHECK": "1", **env}
+    for name in ("KERNELS", "SANITIZERS", "DRY_RUN", "SANITIZE_FILTER"):
+        if name not in env:
+            full.pop(name, None)
+    if fake is not None:
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        exe = bin_dir / "compute-sanitizer"
+        exe.write_text(f"#!{sys.executable}\nimport json, os, sys\nlog = {str(tmp_path / 'calls')!r}\n"
+                       "open(log, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n" + fake)
+        exe.chmod(0o755)
+        full["PATH"] = f"{bin_dir}{os.pathsep}{full['PATH']}"
+    return subprocess.run(["bash", str(ROOT / "ci" / "memcheck.sh")], capture_output=True,
+                          text=True, env=full, timeout=600)
+
+
+def _calls(tmp_path):
+    path = tmp_path / "calls"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def _head():
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip("not a git checkout")
+    return out.stdout.strip()
+
+
+def test_memcheck_dry_run_prints_each_pass(nvcc, tmp_path):
+    import shlex
+    _head()
+    out = _memcheck(tmp_path, DRY_RUN="1")
+    assert out.returncode == 0, out.stdout + out.stderr
+    cmds = {line.split(":", 1)[0]: shlex.split(line.split(":", 1)[1])
+            for line in out.stdout.splitlines() if line.startswith(("memcheck:", "racecheck:", "synccheck:"))
+            and "compute-sanitizer" in line}
+    assert list(cmds) == ["memcheck", "racecheck", "synccheck"]
+    for name, cmd in cmds.items():
+        assert cmd[:1] == ["compute-sanitizer"] and cmd[cmd.index("--tool") + 1] == name
+        for flag, value in (("--error-exitcode", "9"), ("--kernel-name", "kns=sgemm_"),
+                            ("--target-processes", "all")):
+            assert cmd[cmd.index(flag) + 1] == value, (name, flag)
+        assert cmd[cmd.index("python3"):][:4] == ["python3", "-m", "gemm", "check"]
+    mem, race, sync = cmds["memcheck"], cmds["racecheck"], cmds["synccheck"]
+    assert "-k" not in mem and "--alpha-beta" not in mem and "--report-api-errors" in mem
+    assert "129x257x72" in mem
+    assert race[race.index("--racecheck-report") + 1] == "analysis"
+
+    def kernels(cmd):
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "-k"]
+
+    def shapes(cmd):
+        i = cmd.index("--shapes") + 1
+        return cmd[i:cmd.index("--alpha-beta")]
+    assert kernels(race) == ["03_smem_tiling", "04_1d_blocktiling", "05_2d_blocktiling",
+                             "06_vectorized", "07_bank_conflict_free", "08_warptiling",
+                             "09_cp_async_pipeline", "10_autotuned", "11_tf32_wmma",
+                             "12_tf32_mma_sync"]
+    assert kernels(sync) == kernels(race) + ["13_tf32_wgmma_tma", "14_bf16_wgmma_tma"]
+    assert shapes(race) == [sp.ALIGNED, sp.UNALIGNED] and shapes(sync) == [sp.ALIGNED, sp.UNALIGNED, sp.TMA]
+    assert race[race.index("--alpha-beta") + 1] == sync[sync.index("--alpha-beta") + 1] == "1.5,0.5"
+    assert "racecheck: leaves out 13_tf32_wgmma_tma: TMA" in out.stdout
+    assert "synccheck: leaves out 01_naive: no shared memory" in out.stdout
+    assert not (tmp_path / "verdicts").exists()                     # a dry run marks nothing
+    # one kernel, one pass: KERNELS and SANITIZERS narrow it
+    out = _memcheck(tmp_path, DRY_RUN="1", KERNELS="06", SANITIZERS="racecheck")
+    lines = [x for x in out.stdout.splitlines() if "compute-sanitizer" in x]
+    assert len(lines) == 1 and lines[0].startswith("racecheck:"), out.stdout
+    assert " -k 06_vectorized --shapes" in lines[0]
+    out = _memcheck(tmp_path, DRY_RUN="1", KERNELS="01", SANITIZERS="racecheck synccheck")
+    assert "racecheck: no kernel to run" in out.stdout and "compute-sanitizer" not in out.stdout
+    assert _memcheck(tmp_path, DRY_RUN="1", SANITIZERS="initcheck").returncode == 2
+
+
+CLEAN = ("tool = sys.argv[sys.argv.index('--tool') + 1]\n"
+         "print('========= ' + ('RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'\n"
+         "      if tool == 'racecheck' else 'ERROR SUMMARY: 0 errors'))\n")
+
+
+def test_memcheck_runs_each_pass_and_marks_a_commit_only_when_all_pass(nvcc, tmp_path):
+    head = _head()
+    out = _memcheck(tmp_path, fake=CLEAN)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert [c[c.index("--tool") + 1] for c in _calls(tmp_path)] == ["memcheck", "racecheck", "synccheck"]
+    marker = tmp_path / "verdicts" / "h200" / "memcheck" / head
+    assert marker.read_text().splitlines() == [head, "# passes: memcheck racecheck synccheck"]
+    for name in ("memcheck", "racecheck", "synccheck"):
+        assert (tmp_path / "out" / "sanitizer" / f"{name}.log").exists()
+        assert f"{name}: exit 0 in" in out.stdout
+    # some kernels or some passes: no marker
+    marker.unlink()
+    assert _memcheck(tmp_path, fake=CLEAN, KERNELS="06").returncode == 0
+    assert _memcheck(tmp_path, fake=CLEAN, SANITIZERS="memcheck").returncode == 0
+    assert not marker.exists()
+
+
+def test_any_racecheck_hazard_fails_even_where_the_exit_code_would_not(nvcc, tmp_path):
+    """A hazard racecheck only warns about (an intra-warp one) still fails the pass; an error
+    of any pass fails the script after the other passes ran; no marker either way."""
+    warn = ("if 'racecheck' in sys.argv:\n"
+            "    print('========= Warning: Race reported between Write access at sgemm_vec_main+0x90 in 06_vectorized.cu:58')\n"
+            "    print('========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)')\n")
+    out = _memcheck(tmp_path, fake=warn)
+    assert out.returncode == 1 and "racecheck: exit 9 in" in out.stdout and "synccheck: exit 0" in out.stdout
+    failing = "sys.exit(9 if 'synccheck' in sys.argv else 0)\n"
+    out = _memcheck(tmp_path, fake=failing)
+    assert out.returncode == 1 and "synccheck: exit 9 in" in out.stdout
+    assert not (tmp_path / "verdicts").exists()
+
+
+def test_auto_counts_only_markers_that_name_every_pass(nvcc, tmp_path):
+    """MEMCHECK=auto skips where the newest marked ancestor has the same kernel and launch code;
+    a marker of memcheck alone (from before racecheck and synccheck) does not count."""
+    _head()
+    prev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD~1"], capture_output=True, text=True)
+    if prev.returncode != 0:
+        pytest.skip("no parent commit (a shallow clone)")
+    prev = prev.stdout.strip()
+    same = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", prev, "HEAD", "--", "kernels",
+                           "gemm/cuda", "gemm/core"]).returncode == 0
+    marker = tmp_path / "verdicts" / "h200" / "memcheck" / prev
+    marker.parent.mkdir(parents=True)
+    marker.write_text(prev + "\n")                                  # memcheck alone
+    out = _memcheck(tmp_path, DRY_RUN="1", MEMCHECK="auto", SANITIZERS="racecheck")
+    assert "skipped" not in out.stdout and "racecheck:" in out.stdout
+    marker.write_text(prev + "\n# passes: memcheck racecheck synccheck\n")
+    out = _memcheck(tmp_path, DRY_RUN="1", MEMCHECK="auto", SANITIZERS="racecheck")
+    assert ("memcheck: skipped: no kernel or launch code changed" in out.stdout) == same, out.stdout

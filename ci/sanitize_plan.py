@@ -1,0 +1,237 @@
+"""What ci/memcheck.sh's racecheck and synccheck passes run: which kernels, on which shapes (no GPU).
+
+Kernels: those that use shared memory, read from what each kernel is built into, not from a
+list: the registry's dynamic `smem` where it is above zero, else the static shared memory
+ptxas reports for its entry points (nvcc -Xptxas -v with the loader's own flags, for sm_90 or
+the entry's arch; gemm.explain.resources reads the report; kept in the loader's cache dir,
+keyed by the source and flags). 01 and 02 use none and are left out.
+racecheck also leaves out the TMA kernels (registry `tma`: 13, 14): their operand tiles are
+written by the copy engine (cp.async.bulk.tensor, which racecheck attributes to no thread) and
+read by wgmma (not among racecheck's tracked accesses: compute-sanitizer's
+--check-warpgroup-mma covers memcheck and synccheck only), in an order kept by mbarriers whose
+transaction counts racecheck has been reported not to treat as ordering across warps: a
+missing wait there would go unseen, and what it could report is a false hazard. synccheck
+keeps them (its wgmma sequence checks are for sm_90a).
+
+Shapes: few and small (racecheck instruments every shared-memory access), chosen so that each
+kernel launches every entry point, full tiles and both edges (the right strip, the bottom
+strip) at the largest tile (128 x 256), a K remainder for K steps of 8, 32 and 64, and more K
+steps than a pipeline has stages, so that a stage is reused:
+  ALIGNED    136x264x108: N and K multiples of 4: the main and edge entries (or the one entry);
+             K = 13 steps of 8 + 4, 3 steps of 32 + 12 (4 K tiles for 12's 3 stages)
+  UNALIGNED  136x263x107: N and K not multiples of 4: the fallback entry, K remainder again
+  TMA        136x264x264: K a multiple of 8 (bf16 rows of 16-byte multiples: 14 takes no other),
+             and not of 32 or 64: 9 K tiles of 32 (13), 5 of 64 (14), each past 4 stages
+A kernel runs the shapes it needs (the TMA kernels TMA; one with a fallback entry ALIGNED and
+UNALIGNED; any other ALIGNED); a pass runs the union over its kernels in one process (a kernel
+may run a shape it does not need; the TMA kernels refuse the others, which is not a failure).
+`coverage` says what a shape exercises; tests/test_ci_tools.py holds every kernel to it.
+
+    python3 ci/sanitize_plan.py [--tools racecheck,synccheck] [KERNEL ...]
+
+prints, per tool, "TOOL kernels K ...", "TOOL shapes S ...", "TOOL alpha-beta A,B" and
+"TOOL skip K: why" (a line per kernel left out); KERNEL: names or prefixes (default: every
+registered kernel).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's gemm, not another
+
+from gemm.core import geometry, registry, tuning   # noqa: E402
+from gemm.core.problem import Problem   # noqa: E402
+from gemm.core.registry import KernelSpec, kernels_dir   # noqa: E402
+
+TOOLS = ("racecheck", "synccheck")
+ALIGNED, UNALIGNED, TMA = "136x264x108", "136x263x107", "136x264x264"
+AB = (1.5, 0.5)        # the one (alpha, beta): beta != 0, so C is read as well as written
+GPU = "h200"           # whose tuned constants coverage() resolves (10_autotuned's small bucket)
+
+
+class PlanError(RuntimeError):
+    """The plan cannot be made (unknown kernel, no nvcc); one sentence."""
+
+
+def shapes_for(spec: KernelSpec) -> tuple[str, ...]:
+    if spec.tma:
+        return (TMA,)
+    return (ALIGNED, UNALIGNED) if spec.fallback else (ALIGNED,)
+
+
+def k_step(spec: KernelSpec) -> int | None:
+    """The K a block stages per step: BK, 03's BLOCK, or the TMA box's K (13: 32, 14: 64)."""
+    for name in ("BK", "BLOCK"):
+        if name in spec.defines:
+            return spec.defines[name]
+    boxes = spec.tma_boxes()
+    return boxes[0][2] if boxes else None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    shape: str
+    refused: str | None          # why the kernel refuses the shape (geometry.unsupported)
+    entries: tuple = ()          # entry points launched
+    full_tile: bool = False      # at least one whole tile (M >= tile rows and N >= tile cols)
+    edge_rows: bool = False      # a bottom strip (M not a multiple of the tile's rows)
+    edge_cols: bool = False      # a right strip (N not a multiple of the tile's columns)
+    k_tail: bool = False         # a K remainder (K not a multiple of the K step)
+    k_steps: int = 0
+    stages: int = 1              # STAGES (a pipeline's slots), 1 where there is none
+
+
+def coverage(spec: KernelSpec, shape: str, gpu: str = GPU) -> Coverage:
+    """What `shape` exercises of `spec` (with the constants it runs with there)."""
+    prob = Problem.parse(shape)
+    run = tuning.resolve(spec, prob, gpu)
+    why = geometry.unsupported(run, prob)
+    if why:
+        return Coverage(shape, why)
+    tm, tn = run.tile
+    step = k_step(run) or prob.K
+    return Coverage(shape, None, tuple(dict.fromkeys(e for e, _ in geometry.plan(run, prob))),
+                    prob.M >= tm and prob.N >= tn, prob.M % tm != 0, prob.N % tn != 0,
+                    prob.K % step != 0, -(-prob.K // step), run.defines.get("STAGES", 1))
+
+
+def _nvcc() -> str:
+    nvcc = shutil.which("nvcc") or shutil.which("nvcc", path=os.path.join(
+        os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin"))
+    if not nvcc:
+        raise PlanError("nvcc is not on the PATH (nor in $CUDA_HOME/bin): the static shared "
+                        "memory of each kernel comes from ptxas")
+    return nvcc
+
+
+def _cache_path(spec: KernelSpec, nvcc: str, options: list[str], arch: str) -> Path:
+    """Where a kernel's ptxas answer is kept: keyed by its source (the .cu file and what it
+    includes), the flags, the arch and the nvcc binary; next to the loader's cubin cache."""
+    from gemm.cuda.loader import cache_dir
+    from gemm.explain.build import source_hash
+    st = os.stat(os.path.realpath(nvcc))
+    key = hashlib.sha256(json.dumps([source_hash(kernels_dir(), spec), spec.file, options, arch,
+                                     os.path.realpath(nvcc), st.st_size, st.st_mtime_ns])
+                         .encode()).hexdigest()[:32]
+    return Path(cache_dir()) / "smem" / f"{key}.json"
+
+
+def static_smem(spec: KernelSpec, nvcc: str) -> dict[str, int] | str:
+    """{entry: static shared memory, bytes} as ptxas reports it (cached), or nvcc's error."""
+    from gemm.cuda.loader import nvcc_options, target_arch
+    from gemm.explain.resources import parse_ptxas
+    options, arch = nvcc_options(spec), target_arch(spec, "sm_90")
+    cached = _cache_path(spec, nvcc, options, arch)
+    try:
+        got = json.loads(cached.read_text())
+        if set(got) == set(spec.entries):
+            return got
+    except (OSError, ValueError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="gemm-smem-") as tmp:
+        out = subprocess.run([nvcc, "--cubin", "-arch", arch, *options, f"-I{kernels_dir()}",
+                              "-Xptxas", "-v", "-o", os.path.join(tmp, "k.cubin"),
+                              str(spec.path)], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        return (out.stderr.strip().splitlines() or ["nvcc failed"])[-1]
+    report = parse_ptxas(out.stderr + out.stdout)
+    got = {e: report.get(e, {}).get("smem", 0) for e in spec.entries}
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp_file = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp_file.write_text(json.dumps(got))
+        tmp_file.replace(cached)
+    except OSError:
+        pass
+    return got
+
+
+def shared_memory(specs: list[KernelSpec]) -> dict[str, str | None]:
+    """{kernel: how it uses shared memory, or None where it uses none}: the registry's dynamic
+    smem needs no compile; the others are compiled side by side."""
+    out, todo = {}, []
+    for s in specs:
+        if s.smem > 0:
+            out[s.name] = f"{s.smem} bytes dynamic (registry smem)"
+        else:
+            todo.append(s)
+    if todo:
+        nvcc = _nvcc()
+        with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool:
+            for s, got in zip(todo, pool.map(lambda s: static_smem(s, nvcc), todo)):
+                if isinstance(got, str):   # let the sanitizer's run report the compile error
+                    out[s.name] = f"unknown (nvcc failed: {got})"
+                elif max(got.values(), default=0) > 0:
+                    out[s.name] = f"{max(got.values())} bytes static (ptxas)"
+                else:
+                    out[s.name] = None
+    return {s.name: out[s.name] for s in specs}
+
+
+def select(names: list[str] | None = None) -> list[KernelSpec]:
+    if not names:
+        return list(registry.registry().values())
+    out = []
+    for n in names:
+        try:
+            spec = registry.get(n)
+        except ValueError as exc:
+            raise PlanError(str(exc)) from None
+        if spec not in out:
+            out.append(spec)
+    return out
+
+
+def plan(tool: str, specs: list[KernelSpec], smem: dict[str, str | None]):
+    """(kernels, shapes, {left-out kernel: why}) of one pass."""
+    kernels, skip = [], {}
+    for s in specs:
+        if smem[s.name] is None:
+            skip[s.name] = "no shared memory (ptxas: 0 bytes static; registry smem 0)"
+        elif tool == "racecheck" and s.tma:
+            skip[s.name] = ("TMA + wgmma: racecheck tracks neither the copy engine's writes nor "
+                            "wgmma's reads, nor mbarrier transaction ordering (docs/ci.md)")
+        else:
+            kernels.append(s)
+    shapes = list(dict.fromkeys(sh for s in kernels for sh in shapes_for(s)))
+    return [s.name for s in kernels], shapes, skip
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("kernels", nargs="*", help="names or prefixes (default: every kernel)")
+    p.add_argument("--tools", default=",".join(TOOLS),
+                   help="comma-separated, from " + ", ".join(TOOLS))
+    args = p.parse_args(argv)
+    tools = [t for t in args.tools.split(",") if t]
+    bad = [t for t in tools if t not in TOOLS]
+    try:
+        if bad:
+            raise PlanError(f"unknown tool {bad[0]!r} (one of {', '.join(TOOLS)})")
+        specs = select(args.kernels)
+        smem = shared_memory(specs)
+    except PlanError as exc:
+        print(f"sanitize_plan: {exc}", file=sys.stderr)
+        return 2
+    for tool in tools:
+        kernels, shapes, skip = plan(tool, specs, smem)
+        print(f"{tool} kernels {' '.join(kernels)}".rstrip())
+        print(f"{tool} shapes {' '.join(shapes)}".rstrip())
+        print(f"{tool} alpha-beta {AB[0]:g},{AB[1]:g}")
+        for name, why in skip.items():
+            print(f"{tool} skip {name}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
