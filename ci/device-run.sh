@@ -243,7 +243,7 @@ done
 pack
 echo "device-run: $((SECONDS - t0)) s, exit $rc"
 [ -f "$work/per-commit.log" ] && tail -n 40 "$work/per-commit.log"
-for f in memcheck.log backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log policystudy.log drift.log falsealarm.log; do
+for f in memcheck.log probe.log backfill.log judge.log bench.log check.log cold.log crosscheck.log reruns.log throwaway.log quick.log calibrate.log policystudy.log drift.log falsealarm.log; do
   [ -f "$work/$f" ] && { echo "== $f"; tail -n 45 "$work/$f"; }
 done
 exit $rc

@@ -541,3 +541,37 @@ def test_auto_counts_only_markers_that_name_every_pass(nvcc, tmp_path):
     marker.write_text(prev + "\n# passes: memcheck racecheck synccheck\n")
     out = _memcheck(tmp_path, DRY_RUN="1", MEMCHECK="auto", SANITIZERS="racecheck")
     assert ("memcheck: skipped: no kernel or launch code changed" in out.stdout) == same, out.stdout
+
+
+RACE_FAKE = r'''import re
+src = open("kernels/06_vectorized.cu").read()
+if "racecheck" in sys.argv and not re.search(r"load_tiles<[^;]*;\n\s*__syncthreads\(\);", src):
+    print("========= Error: Race reported between Write access at sgemm_vec_main+0x2f0 in 06_vectorized.cu:52")
+    print("=========     and Read access at sgemm_vec_main+0x460 in 06_vectorized.cu:78 [8192 hazards]")
+    print("========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)")
+    sys.exit(9)
+print("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)")
+'''
+
+
+def test_the_race_probe_removes_the_barrier_and_expects_racecheck_to_say_so(nvcc, tmp_path):
+    """ci/probes/race_probe.sh's plumbing with a stand-in racecheck that reports a race exactly
+    where 06's barrier after load_tiles is missing: the throwaway fails naming it, HEAD
+    passes, each pass runs its own tree's kernel."""
+    _head()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "compute-sanitizer"
+    exe.write_text(f"#!{sys.executable}\nimport sys\n" + RACE_FAKE)
+    exe.chmod(0o755)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "RACE_PROBE_WT": str(tmp_path / "wt"),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    out = subprocess.run(["bash", str(ROOT / "ci" / "probes" / "race_probe.sh")], capture_output=True,
+                         text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    import re
+    assert re.search(r"^-\s+__syncthreads\(\);$", out.stdout, re.M), out.stdout
+    assert "throwaway (barrier removed): exit 1" in out.stdout and "racecheck: exit 9" in out.stdout
+    assert "Race reported between Write access at sgemm_vec_main" in out.stdout
+    assert "== HEAD: exit 0" in out.stdout and "as expected" in out.stdout
+    assert not (tmp_path / "wt").exists()                          # the throwaway is removed
