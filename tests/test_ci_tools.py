@@ -575,3 +575,37 @@ def test_the_race_probe_removes_the_barrier_and_expects_racecheck_to_say_so(nvcc
     assert "Race reported between Write access at sgemm_vec_main" in out.stdout
     assert "== HEAD: exit 0" in out.stdout and "as expected" in out.stdout
     assert not (tmp_path / "wt").exists()                          # the throwaway is removed
+
+
+def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_path):
+    """ci/probes/tailspin.py (the detection trials' real slowdown): its hooks still match the
+    kernels' code (each hooked kernel gets the wait and a registry twin without it, and the
+    registry still loads), and its sizing scales the share to the target, keeping one within
+    0.7-1.4 times of it."""
+    import importlib.util
+    import json
+    import shutil
+    from gemm.core.registry import load_registry
+    spec = importlib.util.spec_from_file_location("tailspin", ROOT / "ci" / "probes" / "tailspin.py")
+    ts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ts)
+    shutil.copytree(ROOT / "kernels", tmp_path / "kernels")
+    picks = [f"{k}=10000" for k in ts.HOOKS]
+    ts.set_spin(tmp_path, picks)
+    reg = load_registry(tmp_path / "kernels" / "kernels.toml", files=True)
+    for name in ts.HOOKS:
+        src = (tmp_path / "kernels" / reg[name].file).read_text()
+        assert "#define SPIN_PPM 10000" in src and src.count("SPIN_TAIL(spin_t0_);") == 1
+        assert reg[f"{name}_nospin"].defines["SPIN_PPM"] == 0
+    recs = [{"status": "ok", "kernel": k, "size": "4096", "kernel_time": {"samples_s": [t]}}
+            for k, t in [("05_2d_blocktiling", 1.02), ("05_2d_blocktiling_nospin", 1.0),
+                         ("09_cp_async_pipeline", 1.009), ("09_cp_async_pipeline_nospin", 1.0)]]
+    (tmp_path / "true.json").write_text(json.dumps({"records": recs}))
+    assert {k: round(v, 2) for k, v in ts.true_sizes(tmp_path / "true.json").items()} == {
+        ("05_2d_blocktiling", "4096"): 1.96, ("09_cp_async_pipeline", "4096"): 0.89}
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ts.size(tmp_path / "true.json", 1.0, ["05_2d_blocktiling=10000", "09_cp_async_pipeline=8000"])
+    assert out.getvalue().split() == ["05_2d_blocktiling=5100", "09_cp_async_pipeline=8000"]
