@@ -9,7 +9,10 @@
 # alone, no GPU) within EXPLAIN_STATIC_TIMEOUT_S (default 60 s); EXPLAIN_COUNTERS=0: always
 # --static. Writes
 # $OUT/explain/<kernel>-<size>.json (gemm.explain/1) and .log, and prints each summary line
-# (also kept in $OUT/explain/summary.txt). Never fails the job: a failure is a line.
+# (also kept in $OUT/explain/summary.txt). Each explanation is attached (--attach) to the
+# DROP rows of its kernel and size in $OUT/regress.json and in the commit's kept verdict file,
+# $VERDICTS/<machine>/<commit>.json (the report's machine and commit), where gemm show, the
+# job's summary and the published site show it. Never fails the job: a failure is a line.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 report="$OUT/regress.json"
@@ -39,13 +42,18 @@ gpu=0   # EXPLAIN_COUNTERS=0: --static whatever the machine has
 if [ "${EXPLAIN_COUNTERS:-auto}" != 0 ] && command -v ncu > /dev/null 2>&1 &&
    nvidia-smi -L > /dev/null 2>&1; then gpu=1; fi
 new=$(git rev-parse "${COMMIT:-HEAD}")
+attach=(--attach-report "$report")   # and the kept verdicts, where the report names them
+read -r machine judged < <(python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))
+print(d.get("machine") or "-", d.get("commit") or "-")' "$report" 2> /dev/null || echo "- -")
+[ "${machine:--}" != - ] && [ "${judged:--}" != - ] &&
+  attach+=(--attach "$VERDICTS" --machine "$machine" --commit "$judged")
 while read -r kernel size old; do
   base="$OUT/explain/$kernel-$size"
   : > "$base.log"
   rc=-1 note="" limit=${EXPLAIN_TIMEOUT_S:-120}
   if [ $gpu = 1 ]; then   # the GPU's part too (counters); its progress goes to the log
     line=$(timeout "$limit" python3 -m gemm explain "$kernel" --size "$size" --old "$old" \
-           --new "$new" --brief --json "$base.json" 2>> "$base.log")
+           --new "$new" --brief --json "$base.json" "${attach[@]}" 2>> "$base.log")
     rc=$?
   fi
   if [ $rc -ne 0 ] && [ $rc -ne 2 ]; then   # 2: explain cannot (the same without the GPU)
@@ -53,7 +61,7 @@ while read -r kernel size old; do
       echo ", over $limit s"))]"
     limit=${EXPLAIN_STATIC_TIMEOUT_S:-60}
     line=$(timeout "$limit" python3 -m gemm explain "$kernel" --size "$size" --old "$old" \
-           --new "$new" --static --brief --json "$base.json" 2>> "$base.log")
+           --new "$new" --static --brief --json "$base.json" "${attach[@]}" 2>> "$base.log")
     rc=$?
   fi
   [ $rc -eq 0 ] || line="$kernel at $size: explain failed (exit $rc$([ $rc -eq 124 ] &&

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole per-commit GPU job, in order: set up, correctness gate, record the benchmarks with
-# asv, regression gate, memory check, publish. Logs and reports go to $OUT (default out/); the
-# table of this commit's TFLOPS and % of cuBLAS and the gate's verdict are printed last, and
-# written as markdown to $OUT/summary.md (ci/summary.sh: also appended to $GITHUB_STEP_SUMMARY
-# where that is set), whichever stages failed. Exit non-zero if any stage failed.
+# asv, regression gate, explain its confirmed drops (attached to the verdicts, so publish, gemm
+# show and the summary show why), memory check, publish. Logs and reports go to $OUT (default
+# out/); the table of this commit's TFLOPS and % of cuBLAS and the gate's verdict are printed
+# last, and written as markdown to $OUT/summary.md (ci/summary.sh: also appended to
+# $GITHUB_STEP_SUMMARY where that is set), whichever stages failed. Exit non-zero if any stage
+# failed.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 status=0
@@ -47,7 +49,8 @@ if stage record bash ci/record.sh; then
        echo "   regress: A/B budget ${budget} s (job deadline ${JOB_DEADLINE_S:-360} s, ${SECONDS} s spent)" ;;
   esac
   stage regress bash ci/regress.sh --all "${budget_args[@]}"
-  # why each confirmed DROP dropped: both builds' resources, SASS, launch (no GPU; never fails)
+  # why each confirmed DROP dropped (both builds, and the GPU's part where ncu answers), attached
+  # to its rows in regress.json and the kept verdicts before publish and the summary (never fails)
   bash ci/explain.sh || true
 else
   rm -f "$OUT/regress.json"; stages+=(--stage regress=skipped)

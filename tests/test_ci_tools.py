@@ -345,6 +345,13 @@ def test_the_gpu_job_never_runs_forks_and_pushes_only_from_main():
     assert pushes == ["Keep the results (commit them back to main)"]
     summary = next(s for s in job["steps"] if "ci/summary.sh" in s.get("run", ""))
     assert summary["if"] == "always()"
+    # the confirmed drops explained after the gate, failed or not, before publish and summary
+    order = [s.get("run", "") for s in job["steps"]]
+    at = {k: next(i for i, r in enumerate(order) if k in r)
+          for k in ("ci/regress.sh", "ci/explain.sh", "ci/publish.sh", "ci/summary.sh")}
+    assert at["ci/regress.sh"] < at["ci/explain.sh"] < at["ci/publish.sh"] < at["ci/summary.sh"]
+    assert job["steps"][at["ci/explain.sh"]]["if"] == \
+        "always() && steps.regress.outcome != 'skipped'"
     backfill = wf["jobs"]["backfill"]                # pushes only from main (PUSH=1 there)
     assert backfill["if"].startswith("github.event_name == 'workflow_dispatch'")
     assert backfill["env"]["PUSH"] == "${{ github.ref == 'refs/heads/main' && '1' || '0' }}"

@@ -1,8 +1,10 @@
 """The published site built from the committed results/ and verdicts/: the dashboard is the
 first page, has a cell per series of the newest commit, colours a planted 1 % DROP as one,
-links every cell to a series page with the minimum-effect band and the verdicts marked, leaves
-asv's Regressions page out, and, opened from disk in headless Chromium, loads without a
-console error and switches metric and comparison (screenshots kept: the path is printed)."""
+links every cell to a series page with the minimum-effect band and the verdicts marked, says
+why the planted DROP dropped (its attached explanation) on its series page, leaves asv's
+Regressions page out, and, opened from disk in headless Chromium, loads without a console
+error and switches metric and comparison (screenshots kept: the path is printed)."""
+import html
 import json
 import os
 import re
@@ -18,6 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 MACHINE = "h200"
 NEWEST = load_machine(ROOT / "results", ROOT / "verdicts", MACHINE).commits[-1]
 PLANT = ("05_2d_blocktiling", "4096", "tflops")
+WHY = "registers 128 -> 168, blocks/SM 2 -> 1; +1 BAR.SYNC.DEFER_BLOCKING per K-loop iteration"
+EXPLANATION = {"schema": "gemm.explain/1", "summary": WHY, "mode": "static", "against": "f" * 40,
+               "new": NEWEST, "defines": {}, "resources": {"main": {"regs": [128, 168]}},
+               "loop_mix": {"barrier": [2, 3]}, "launch": {}, "identical": False, "gpu": None}
 
 
 def _build(tmp: Path, verdicts: Path) -> Path:
@@ -27,8 +33,10 @@ def _build(tmp: Path, verdicts: Path) -> Path:
                            html_dir=str(tmp / "html"))
 
 
-def plant_drop(src: Path, dst: Path, commit: str, key=PLANT, change=-0.01) -> Path:
-    """A copy of the kept verdicts with a DROP of `change` for `key` at `commit`."""
+def plant_drop(src: Path, dst: Path, commit: str, key=PLANT, change=-0.01,
+               explanation: dict | None = None) -> Path:
+    """A copy of the kept verdicts with a DROP of `change` for `key` at `commit` (with
+    `explanation` attached, as gemm explain --attach does)."""
     shutil.copytree(src, dst)
     path = dst / MACHINE / f"{commit}.json"
     data = json.loads(path.read_text()) if path.exists() else \
@@ -40,6 +48,8 @@ def plant_drop(src: Path, dst: Path, commit: str, key=PLANT, change=-0.01) -> Pa
                {"against": "f" * 40, "verdict": "DROP", "change": change, "lo": change - 0.002,
                 "hi": change + 0.002, "n_ref": 2, "n_new": 2,
                 "values": {"ref": [10.0, 10.01], "new": [9.9, 9.91]}}]}
+    if explanation:
+        row["explanation"] = explanation
     s["rows"] = [r for r in s["rows"] if (r["kernel"], r["size"], r["metric"]) != key] + [row]
     s["counts"]["DROP"] = s["counts"].get("DROP", 0) + 1
     s["exit"] = 1
@@ -56,7 +66,8 @@ def site(tmp_path_factory):
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("planted")
-    return _build(tmp, plant_drop(ROOT / "verdicts", tmp / "verdicts", NEWEST))
+    return _build(tmp, plant_drop(ROOT / "verdicts", tmp / "verdicts", NEWEST,
+                                  explanation=EXPLANATION))
 
 
 def newest_series(metric="tflops") -> set:
@@ -100,6 +111,23 @@ def test_a_planted_one_percent_drop_is_a_drop_cell(planted):
     assert "m-DROP" in page and "planted by the test" in page
     gate = (planted / "gate.html").read_text()
     assert "FAIL" in gate and f"g-{NEWEST[:8]}" in gate
+
+
+def test_the_planted_drop_says_why(planted):
+    """Its explanation's summary line on the series page (under the DROP's row, and in the
+    marker's tooltip), on the gate page and in the dashboard's tooltips; nowhere else."""
+    why = html.escape(f"{WHY} (static, vs {'f' * 10})")
+    page = (planted / "series" / MACHINE / f"{PLANT[0]}__{PLANT[1]}.html").read_text()
+    tflops = page.split("<section id='tflops'>")[1].split("</section>")[0]
+    row = re.search(rf"<tr id='c-{NEWEST[:8]}'>.*?</tr>", tflops.split("<table")[1]).group(0)
+    assert f"<div class=why><b>why:</b> {why}</div>" in row
+    assert f"; why: {why}</title>" in tflops
+    assert page.count("class=why>") == 1            # the TFLOPS series only: % of cuBLAS ok
+    assert why in (planted / "gate.html").read_text()
+    index = (planted / "index.html").read_text()
+    assert f"why: {why}" in index and index.count("why: ") == 2   # the cell and the chip
+    other = (planted / "series" / MACHINE / "02_coalesced__4096.html").read_text()
+    assert "class=why>" not in other
 
 
 def test_asv_pages_are_under_asv_without_regressions_and_one_machine_identity(site):
@@ -191,6 +219,18 @@ def test_the_planted_drop_stands_out_in_chromium(planted, shots):
                                        shots / "dashboard_drop.png", colour)
     assert not errors, errors
     assert "v-DROP" in cls and bg == "rgb(215, 25, 28)" and text.endswith("%")
+    series = planted / "series" / MACHINE / f"{PLANT[0]}__{PLANT[1]}.html"
+    row = f"#tflops tr#c-{NEWEST[:8]}"
+
+    def why(page):
+        page.locator(f"{row} .why").scroll_into_view_if_needed()
+        return (page.inner_text(f"{row} .why"), page.locator(f"{row} .why").is_visible(),
+                page.locator("#pct_of_cublas .why").count())
+
+    errors, width, (text, visible, others) = _open(chromium, pw, series.as_uri(),
+                                                   shots / "series_drop_why.png", why)
+    assert not errors and width <= 1400, (errors, width)
+    assert visible and text == f"why: {WHY} (static, vs {'f' * 10})" and others == 0
 
 
 def test_newest_commits_are_the_columns():

@@ -295,9 +295,16 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
             {"kernel": "13_tf32_wgmma_tma", "size": "1024", "verdict": "UNRESOLVED",
              "reference": sha},
             {"kernel": "99_nope", "size": "512", "verdict": "DROP", "anchor": sha}]
-    (tmp_path / "regress.json").write_text(json.dumps({"rows": rows}))
+    judged = "e" * 40
+    (tmp_path / "regress.json").write_text(json.dumps({"rows": rows, "machine": "h200",
+                                                       "commit": judged}))
+    from gemm.track import verdicts
+    kept = verdicts.save(tmp_path / "verdicts", "h200", judged, [dict(r) for r in rows[:2]],
+                         summary={"counts": {"DROP": 2}, "exit": 1, "anchor": None,
+                                  "rows": [dict(r) for r in rows]})
     out = subprocess.run(["bash", str(ROOT / "ci" / "explain.sh")], capture_output=True,
                          text=True, env={**os.environ, "OUT": str(tmp_path),
+                                         "VERDICTS": str(tmp_path / "verdicts"),
                                          "EXPLAIN_COUNTERS": "0"}, timeout=300)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
@@ -307,3 +314,12 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
     doc = json.loads((tmp_path / "explain" / "14_bf16_wgmma_tma-4096.json").read_text())
     assert doc["schema"] == "gemm.explain/1" and doc["old"]["commit"] == sha
     assert (tmp_path / "explain" / "summary.txt").read_text().splitlines() == lines
+    # attached to the DROP rows of 14 at 4096 (both metrics) in the report and the kept file
+    want = report.attachment(doc)
+    assert want["summary"] == report.IDENTICAL and want["against"] == sha
+    got = json.loads((tmp_path / "regress.json").read_text())["rows"]
+    assert [r.get("explanation") for r in got] == [want, want, None, None, None]
+    data = json.loads(kept.read_text())
+    assert [r.get("explanation") for r in data["rows"]] == [want, want]
+    assert [r.get("explanation") for r in data["summary"]["rows"]] == [want, want, None, None,
+                                                                        None]

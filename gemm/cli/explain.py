@@ -3,7 +3,10 @@ kernel's speed changed between two commits, read from what nvcc made of each (no
 resources and occupancy per entry point, SASS mix, the K loop's diff, the launch; where a GPU
 answers (and --static is not given), each side timed with its own tree's code, the machine
 sampled, and one launch profiled with ncu (counters); one summary line.
---json writes schema gemm.explain/1 (docs/explain.md)."""
+--json writes schema gemm.explain/1 (docs/explain.md). --attach / --attach-report put its
+compact part on the confirmed DROP rows of the kernel and size in the commit's kept verdict
+file and in a gate report (gemm.track.verdicts), where gemm show, gemm summary and the site
+print it."""
 from __future__ import annotations
 
 import argparse
@@ -46,6 +49,16 @@ def add_arguments(p) -> None:
     p.add_argument("--repo", default=".", help="the git repository (default .)")
     p.add_argument("--json", metavar="FILE", help="write the explanation (gemm.explain/1)")
     p.add_argument("--brief", action="store_true", help="print the summary line only")
+    p.add_argument("--attach", metavar="VERDICTS_DIR",
+                   help="attach the explanation to the DROP rows of KERNEL at --size in "
+                        "VERDICTS_DIR/MACHINE/COMMIT.json (gemm regress --record-verdicts' "
+                        "file); needs --machine")
+    p.add_argument("--machine", help="with --attach: the machine whose verdicts these are")
+    p.add_argument("--commit",
+                   help="with --attach: the judged commit (default: the new side's commit)")
+    p.add_argument("--attach-report", metavar="FILE",
+                   help="attach it to the DROP rows of KERNEL at --size in a gate report "
+                        "(gemm regress --json, gemm.regress/1) too")
 
 
 def run(args) -> int:
@@ -55,6 +68,9 @@ def run(args) -> int:
     if args.static and args.counters:
         print("gemm explain: --static runs nothing on the GPU: not with --counters",
               file=sys.stderr)
+        return 2
+    if args.attach and not args.machine:
+        print("gemm explain: --attach needs --machine", file=sys.stderr)
         return 2
     on_gpu = None if args.static else GpuOptions(counters=args.counters is not False,
                                                  seconds=args.seconds,
@@ -73,5 +89,32 @@ def run(args) -> int:
     if args.json:   # first: the document is kept even where stdout goes away
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(ex.to_json(), indent=1) + "\n")
+    if args.attach or args.attach_report:
+        attach(args, ex)
     print(f"{ex.kernel} at {ex.size}: {ex.summary}" if args.brief else render(ex))
     return 0
+
+
+def attach(args, ex) -> None:
+    """Put the explanation on the DROP rows it explains; where it finds none, a line on
+    stderr (the explanation itself stands: the exit status stays 0)."""
+    from ..explain.report import attachment
+    from ..track import verdicts
+    doc, kernel, size = attachment(ex.to_json()), ex.new.kernel, args.size
+
+    def said(where, n: int) -> None:
+        print(f"gemm explain: attached to {n} DROP row(s) of {kernel} at {size} in {where}"
+              if n else f"gemm explain: not attached: {where} has no DROP row of {kernel} "
+              f"at {size} (or is not there)", file=sys.stderr)
+    if args.attach:
+        commit = args.commit or ex.new.commit
+        if not commit:
+            print("gemm explain: --attach: the new side is the working tree: give --commit",
+                  file=sys.stderr)
+        else:
+            said(verdicts.path_for(args.attach, args.machine, commit),
+                 verdicts.attach_explanation(args.attach, args.machine, commit, kernel, size,
+                                             doc))
+    if args.attach_report:
+        said(args.attach_report, verdicts.attach_to_report(args.attach_report, kernel, size,
+                                                           doc))

@@ -1,5 +1,7 @@
-"""`gemm show`: tables from saved measurements, gate reports, calibration files or asv's
-result files (results/<machine>/*.json)."""
+"""`gemm show`: tables from saved measurements, gate reports, kept verdict files
+(verdicts/<machine>/<commit>.json), calibration files or asv's result files
+(results/<machine>/*.json). A confirmed DROP's explanation, where attached, is printed under
+it ("why: ...")."""
 from __future__ import annotations
 
 import json
@@ -13,8 +15,9 @@ from .common import UsageError
 def add_arguments(p) -> None:
     p.add_argument("file", nargs="+",
                    help="JSON files: measurements (gemm bench/measure --json), gate reports "
-                   "(gemm regress --json), calibrations (calibration/*.json) or asv result "
-                   "files (results/<machine>/*.json)")
+                   "(gemm regress --json), kept verdicts (verdicts/<machine>/<commit>.json), "
+                   "calibrations (calibration/*.json) or asv result files "
+                   "(results/<machine>/*.json)")
     p.add_argument("--full", action="store_true", help="the per-kernel tables too")
 
 
@@ -36,8 +39,9 @@ def run(args) -> int:
             continue
         if not isinstance(doc, dict) or not isinstance(doc.get("records", doc.get("rows")), list):
             raise UsageError(f"{path} is neither a measurement (gemm bench/measure --json), "
-                             f"a gate report (gemm regress --json), a calibration file nor an "
-                             f"asv result file (results/<machine>/*.json)")
+                             f"a gate report (gemm regress --json), a verdict file, a "
+                             f"calibration file nor an asv result file "
+                             f"(results/<machine>/*.json)")
         docs.append(doc)
     for run, doc in runs:
         print(asv_run_table(run, doc))
@@ -46,6 +50,8 @@ def run(args) -> int:
             print(f"calibration of {doc.get('machine')} ({doc.get('policy')})")
             _print_noise(doc)
             _print_detection(doc, "")
+        elif "rows" in doc and "format" in doc and "summary" in doc:
+            _show_regress(_as_report(doc), f"verdicts kept on {doc.get('machine')}")
         elif "rows" in doc:
             _show_regress(doc)
         else:
@@ -119,17 +125,38 @@ def _time_split(docs: list[dict], records: list[dict]) -> str:
             + f"{check:.0f} s checking, {timed:.0f} s timing)")
 
 
-def _show_regress(doc: dict) -> None:
+def _as_report(doc: dict) -> dict:
+    """A kept verdict file read as a gate report: its summary's counts and exit, its rows
+    with the A/B's over the summary's (gemm.record.sitedata reads them alike)."""
+    s = doc.get("summary") or {}
+    rows: dict = {}
+    for r in (s.get("rows") or []) + (doc.get("rows") or []):
+        if isinstance(r, dict) and {"kernel", "size", "metric", "verdict"} <= set(r):
+            key = (r["kernel"], r["size"], r["metric"])
+            rows[key] = {**rows.get(key, {}), **{k: v for k, v in r.items() if v is not None}}
+    return {"machine": doc.get("machine"), "commit": doc.get("commit"),
+            "exit": s.get("exit", "-"), "counts": s.get("counts") or {},
+            "rows": list(rows.values())}
+
+
+def _show_regress(doc: dict, title: str | None = None) -> None:
+    from ..track.verdicts import why
     counts = doc.get("counts") or {}
-    print(f"gate on {doc.get('machine')}: commit {str(doc.get('commit'))[:10]}, exit "
-          f"{doc.get('exit')}: " + (", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-                                    or ("EMPTY run" if doc.get("empty") else "no series")))
+    print(f"{title or 'gate on ' + str(doc.get('machine'))}: commit "
+          f"{str(doc.get('commit'))[:10]}, exit {doc.get('exit')}: "
+          + (", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+             or ("EMPTY run" if doc.get("empty") else "no series")))
+    explained = set()
     for r in doc["rows"]:
         if r["verdict"] not in ("ok", "new", "improved"):
             effect = (f" (min effect {100 * r['min_effect']:.1f} %)"
                       if r.get("min_effect") is not None else "")
             print(f"  {r['kernel']} {r['size']} {r['metric']}{effect}: {r['verdict']} "
                   f"{r.get('note', '')}")
+            line = why(r.get("explanation")) if r["verdict"] == "DROP" else ""
+            if line and (r["kernel"], r["size"]) not in explained:   # once for both metrics
+                explained.add((r["kernel"], r["size"]))
+                print(f"    why: {line}")
     wide = sorted((r["kernel"], r["size"], r["metric"], r["min_effect"]) for r in doc["rows"]
                   if r.get("min_effect") and r["min_effect"] > _floor(r["size"]))
     if wide:

@@ -1,8 +1,9 @@
 """`gemm summary`: the per-commit GPU job's summary in markdown (the job's step summary and,
 on a pull request, its comment): the gate's verdicts (from its gemm.regress/1 report: the
-counts, then every series that is not ok, those that fail the gate and the UNRESOLVED first)
-and this commit's table, kernels x tracked sizes, TFLOPS and % of cuBLAS (from the record's
-sweep documents, gemm.measure/1, the numbers `gemm show` prints from them).
+counts, then every series that is not ok, those that fail the gate and the UNRESOLVED first;
+under them why each confirmed DROP dropped, where ci/explain.sh attached its explanation to
+the report's rows) and this commit's table, kernels x tracked sizes, TFLOPS and % of cuBLAS
+(from the record's sweep documents, gemm.measure/1, the numbers `gemm show` prints from them).
 
 It never fails for want of input: a report or sweep that is missing or unreadable is said in
 a line of the summary (the stage that should have written it failed or did not run), and the
@@ -239,6 +240,19 @@ def _verdict_table(rows: list[dict], note_chars: int | None) -> list[str]:
     return out
 
 
+def _why_lines(rows: list[dict], chars: int | None) -> list[str]:
+    """A line per DROP kernel and size whose row carries an explanation (gemm explain)."""
+    from ..track.verdicts import explanations, why
+    out = []
+    for (k, s), e in explanations(rows).items():
+        line = why(e)
+        if chars is not None and len(line) > chars:
+            line = line[:max(chars - 1, 0)].rstrip() + "…"
+        out.append(f"- 🔴 {_cell(_kernel_label(str(k)))} at {_cell(s)}: {_cell(line)}")
+    return ["**Why** (`gemm explain`: what changed in the code since the commit the drop was "
+            "confirmed against)", "", *out, ""] if out else []
+
+
 def _size_key(size: str):
     from ..core.shapes import TRACKED
     return (0, TRACKED.index(size)) if size in TRACKED else (1, 0)
@@ -348,6 +362,7 @@ def render(sweeps, regress, stages=(), max_chars: int = 60000) -> str:
                     lines.append(f"\n… and {len(top) - n_top} more (regress.json in the job's "
                                  "artifact has them all)")
                 lines.append("")
+                lines += _why_lines(top, note_chars)
             if rest:
                 lines += [f"<details><summary>{len(rest)} other series not ok (noise, improved,"
                           " new, ...)</summary>", ""]

@@ -222,3 +222,26 @@ def static_summary(ex: Explanation) -> str:
         parts.append(f"SASS differs in {', '.join(what)} with the same mix and resources "
                      f"(scheduling or register allocation)" if what else "launch differs")
     return "; ".join(parts)
+
+
+def attachment(doc: dict) -> dict:
+    """What a confirmed DROP's row keeps of a gemm.explain/1 document (its `explanation`,
+    docs/gate.md): the summary line, the mode, both commits and the compact differences
+    (defines, resources per entry, the main K loop's mix per iteration, the launch, and where
+    the sides ran on a GPU its time, counters, stalls and machine); never the SASS or its diff."""
+    diff = doc.get("diff") or {}
+    entries = diff.get("entries") or {}
+    main = next(iter(entries.values()), {})
+    gpu = doc.get("gpu") or {}
+
+    def commit(side):
+        s = doc.get(side) or {}
+        return s.get("commit") or s.get("rev")
+    return {"schema": doc.get("schema", SCHEMA), "summary": doc.get("summary", ""),
+            "mode": doc.get("mode", "static"), "against": commit("old"), "new": commit("new"),
+            "defines": diff.get("defines") or {},
+            "resources": {e: d["resources"] for e, d in entries.items() if d.get("resources")},
+            "loop_mix": main.get("loop_mix") or {}, "launch": diff.get("launch") or {},
+            "identical": bool(diff.get("identical")),
+            "gpu": {"device": gpu.get("device", ""), **(gpu.get("diff") or {})}
+            if doc.get("mode") == "gpu" else None}

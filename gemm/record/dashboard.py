@@ -97,6 +97,9 @@ def _cell(m: Machine, c: str, target: str, size: str, metric: str, baseline: boo
     tip = f"{target} {size} at {c[:8]}: {v:.4g} {unit}; gate: {verdict or 'not judged'}"
     if r and r.get("change") is not None:
         tip += f" (history {100 * r['change']:+.2f} %)"
+    why = "" if baseline else m.why(c, target, size, metric)
+    if why:
+        tip += f"; why: {why}"
     href = series_page.path_of(m.name, target, size) + f"#{metric}"
     return (f"<td class='v-{cls}{cls_new}' {attrs} title='{esc(tip)}'><a href='{href}'>"
             f"<span class=p>{_fmt(m.change_prev(c, target, size, metric, baseline))}</span>"
@@ -156,8 +159,10 @@ def _attention(m: Machine, cols: list[str]) -> str:
             cls = CLASSES.get(r.get("verdict"))
             if cls in ("DROP", "FAILED"):
                 href = series_page.path_of(m.name, k, s) + f"#{met}"
-                items.append(f"<a class='chip c-{cls}' href='{href}'>{c[:7]} {esc(k)} {esc(s)} "
-                             f"{esc(metrics.get(met).label)} {esc(r.get('verdict'))}</a>")
+                why = m.why(c, k, s, met)
+                title = f" title='why: {esc(why)}'" if why else ""
+                items.append(f"<a class='chip c-{cls}' href='{href}'{title}>{c[:7]} {esc(k)} "
+                             f"{esc(s)} {esc(metrics.get(met).label)} {esc(r.get('verdict'))}</a>")
     if not items:
         return "<p class=small>No DROP or FAILED verdict among these commits.</p>"
     return "<p class=small>Needs attention: " + "".join(items) + "</p>"

@@ -1,7 +1,8 @@
 """One page per series (kernel or cuBLAS configuration, size): for each gated metric, its
 history as the % change against the anchor (the series' median where the anchor has no value),
 the minimum effect as a band around 0, the gate's verdicts marked, and a table of the commits
-with the A/B's rounds where one ran. Inline SVG, no script."""
+with the A/B's rounds where one ran and, under a DROP, why it dropped (gemm explain's summary
+line, where attached). Inline SVG, no script."""
 from __future__ import annotations
 
 import math
@@ -82,8 +83,9 @@ def chart(m: Machine, target: str, size: str, metric: str, baseline: bool) -> st
     for i, ((c, v), y, x) in enumerate(zip(pts, ys, xs)):
         verdict = None if baseline else m.verdict(c, target, size, metric)
         cls = CLASSES.get(verdict, "none")
+        why = "" if baseline else m.why(c, target, size, metric)
         tip = f"{c[:8]}: {v:.4g} ({y:+.2f} %), gate: {verdict or 'not judged'}" + (
-            f", {m.gpus[c]}" if m.gpus.get(c) else "")
+            f", {m.gpus[c]}" if m.gpus.get(c) else "") + (f"; why: {why}" if why else "")
         yy = sy(min(max(y, lo), hi))
         if y > hi or y < lo:   # off the robust scale: drawn at the edge, its value written
             out.append(f"<text x='{x:.1f}' y='{yy + (12 if y < lo else -6):.1f}' "
@@ -124,7 +126,7 @@ def table(m: Machine, target: str, size: str, metric: str, baseline: bool) -> st
             "<col style='width:110px'><col style='width:150px'><col></colgroup><tr>"
             "<th>commit</th><th>date</th>"
             f"<th>value</th><th>vs previous</th><th>vs {esc(ref_label)}</th><th>gate</th>"
-            "<th>GPU</th><th>the gate's note and the A/B's rounds</th></tr>")
+            "<th>GPU</th><th>the gate's note, why it dropped and the A/B's rounds</th></tr>")
     rows = []
     for c, v in reversed(m.points(target, size, metric, baseline)):
         verdict = None if baseline else m.verdict(c, target, size, metric)
@@ -133,13 +135,15 @@ def table(m: Machine, target: str, size: str, metric: str, baseline: bool) -> st
         note = (f"<details><summary>{esc((r.get('note') or '')[:90])}</summary>"
                 f"{esc(r['note'])}</details>" if r and r.get("note") else "")
         hist = f"history {pct(r.get('change'), 2)}; " if r and r.get("change") is not None else ""
+        why = "" if baseline else m.why(c, target, size, metric)
+        why = f"<div class=why><b>why:</b> {esc(why)}</div>" if why else ""
         date = time.strftime("%Y-%m-%d %H:%M", time.gmtime(m.dates.get(c, 0) / 1000))
         rows.append(f"<tr id='c-{c[:8]}'><td><code>{c[:8]}</code></td><td>{date}</td>"
                     f"<td>{v:.4g}</td><td>{pct(m.change_prev(c, target, size, metric, baseline), 2)}"
                     f"</td><td>{pct(v / ref - 1, 2) if ref else ''}</td>"
                     f"<td class='c-{cls}'>{esc(verdict or 'not judged')}</td>"
                     f"<td class='small mono'>{esc(m.gpus.get(c) or '')}</td>"
-                    f"<td><span class=small>{esc(hist)}</span>{note}{rounds(r)}</td></tr>")
+                    f"<td><span class=small>{esc(hist)}</span>{note}{why}{rounds(r)}</td></tr>")
     return head + "".join(rows) + "</table>"
 
 
@@ -158,7 +162,9 @@ def render(m: Machine, target: str, size: str, baseline: bool = False) -> str:
             + (f"; shaded: the minimum effect the gate must catch, &plusmn;{100 * me:g} %" if me
                else "") + ". Markers: red &#9660; DROP, amber &#9670; UNRESOLVED, green &#9650; "
             "improved, &#10005; FAILED, hollow: noise or not judged. Values off the robust scale "
-            "are drawn at its edge with their change written.</p>"
+            "are drawn at its edge with their change written. Under a DROP, <b>why</b>: what "
+            "<code>gemm explain</code> found changed in the code (builds, launch, and where it "
+            "ran on the GPU, counters).</p>"
             + chart(m, target, size, k, baseline) + table(m, target, size, k, baseline)
             + "</section>")
     return page(f"{target} {size} on {m.name}", "".join(parts), nav("../../"))

@@ -5,6 +5,7 @@ dashboard (gemm.record.dashboard), the series pages (gemm.record.series_page) an
 A commit's verdict for a series is the gate's row for it (verdicts/<machine>/<commit>.json:
 the summary's rows, every one that was not ok, and the A/B's rows with their rounds); a
 series the gate judged and listed no row for was ok; a commit the gate never judged has none.
+A DROP's row may carry why it dropped (gemm explain's summary line, `Machine.why`).
 """
 from __future__ import annotations
 
@@ -119,6 +120,12 @@ class Machine:
         if self.value(commit, kernel, size, metric) is None:
             return None
         return "ok" if (self.files.get(commit) or {}).get("summary") else None
+
+    def why(self, commit, kernel, size, metric) -> str:
+        """Why the series dropped at `commit`: the explanation attached to its DROP row
+        (gemm explain --attach), in one line; "" where there is none."""
+        r = self.row(commit, kernel, size, metric)
+        return kept.why(r.get("explanation")) if r and r.get("verdict") == "DROP" else ""
 
     def min_effect(self, kernel, size, metric) -> float | None:
         """The series' minimum effect: the newest the gate kept, else its class's floor."""

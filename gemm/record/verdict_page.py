@@ -4,8 +4,9 @@ asv's own Regressions page knows only the recorded values, and a drop there may 
 run happened to get; the site leaves it out (gemm.record.publish). This page shows what
 `gemm regress` decided per commit, from the kept verdict files (gemm.track.verdicts): whether
 the commit passed, how many series got each verdict, the anchor it was also compared with,
-and, folded, every series that was not ok (confirmed drops and failures unfolded), each linked
-to its page on the site (gemm.record.series_page).
+and, folded, every series that was not ok (confirmed drops and failures unfolded, a DROP with
+why it dropped where gemm explain's explanation is attached), each linked to its page on the
+site (gemm.record.series_page).
 """
 from __future__ import annotations
 
@@ -42,10 +43,15 @@ def _counts(counts: dict) -> str:
                     for v in keys for n in [counts[v]])
 
 
+def _why(r: dict) -> str:
+    line = verdicts.why(r.get("explanation")) if r.get("verdict") == "DROP" else ""
+    return f"<div class=why><b>why:</b> {esc(line)}</div>" if line else ""
+
+
 def _group(machine: str, verdict: str, rows: list[dict]) -> str:
     items = "".join(
         f"<li><a href='{series_page.path_of(machine, r['kernel'], r['size'])}#{esc(r['metric'])}'>"
-        f"{_item(r)}</a></li>" for r in rows)
+        f"{_item(r)}</a>{_why(r)}</li>" for r in rows)
     cls = CLASSES.get(verdict, "none")
     return (f"<details{' open' if cls in ('DROP', 'FAILED') else ''}><summary>"
             f"<span class='chip c-{cls}'>{len(rows)} {esc(verdict)}</span></summary>"

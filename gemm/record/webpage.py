@@ -49,6 +49,7 @@ table.list th,table.list td{border:1px solid #ddd;padding:3px 6px;vertical-align
 table.list th{background:#f5f5f5;text-align:left}
 details summary{cursor:pointer}
 svg text{font:11px system-ui,sans-serif}
+.why{margin:2px 0;padding:1px 5px;background:#fdecea;border-left:3px solid #d7191c}
 .chip{display:inline-block;margin:1px 2px;padding:0 5px;border-radius:3px;font-size:12px;text-decoration:none}
 """
 

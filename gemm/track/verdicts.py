@@ -5,6 +5,10 @@ what it measured here. A later run of the gate without a GPU (a laptop, CI) read
 instead of failing the same series as unconfirmed, but only for the very value it was made for:
 re-recording the commit makes its old verdicts void. The files live outside results/ because
 asv walks every folder there and warns about JSON files it cannot read.
+
+A confirmed DROP's row may carry an `explanation` (`gemm explain --attach`: why the code got
+slower, gemm.explain.report.attachment), which gemm show, gemm summary and the site print.
+The layout of a file is described in docs/gate.md ("Kept verdicts").
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..core import metrics
+from ..core.problem import Problem
 
 FORMAT = 2   # 1 keyed rows by the metric's display label ("TFLOPS"); 2 by its key ("tflops")
 
@@ -40,10 +45,15 @@ def save(root, machine: str, commit: str, rows: list, device: str | None = None,
     data = {"format": FORMAT, "commit": commit, "machine": machine, "device": device,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows,
             "summary": summary}
-    tmp = path.with_suffix(".json.tmp")
+    _write(path, data)
+    return path
+
+
+def _write(path: Path, data: dict) -> None:
+    """Atomic: a reader sees the old file or the new one, never a part."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     os.replace(tmp, path)
-    return path
 
 
 def _old(path: Path) -> dict:
@@ -90,3 +100,71 @@ def load(root, machine: str, commit: str) -> dict:
         except (KeyError, TypeError, AttributeError):
             continue
     return out
+
+
+# --- explanations of confirmed drops -------------------------------------------------------
+
+def _same_size(a, b) -> bool:
+    try:
+        return Problem.parse(a).label == Problem.parse(b).label
+    except (ValueError, TypeError):
+        return str(a) == str(b)
+
+
+def attach_to_rows(rows, kernel: str, size: str, explanation: dict) -> int:
+    """Set `explanation` on the DROP rows (dicts) of `kernel` at `size`, every metric, in
+    place; returns how many."""
+    n = 0
+    for r in rows if isinstance(rows, list) else []:
+        if (isinstance(r, dict) and r.get("verdict") == "DROP" and r.get("kernel") == kernel
+                and _same_size(r.get("size"), size)):
+            r["explanation"] = explanation
+            n += 1
+    return n
+
+
+def attach_explanation(root, machine: str, commit: str, kernel: str, size: str,
+                       explanation: dict) -> int:
+    """Attach `explanation` to the DROP rows of `kernel` at `size` in the kept file of
+    `commit`: its A/B rows and its summary's. Atomic; every other row, and every other
+    commit's file, untouched. Returns how many rows got it (0: no such file or row, nothing
+    written)."""
+    path = path_for(root, machine, commit)
+    data = _old(path)
+    if data.get("format") not in (1, FORMAT):
+        return 0
+    n = attach_to_rows(data.get("rows"), kernel, size, explanation)
+    n += attach_to_rows((data.get("summary") or {}).get("rows"), kernel, size, explanation)
+    if n:
+        _write(path, data)
+    return n
+
+
+def attach_to_report(path, kernel: str, size: str, explanation: dict) -> int:
+    """The same for the gate's report (gemm regress --json, gemm.regress/1) at `path`."""
+    path = Path(path)
+    data = _old(path)
+    n = attach_to_rows(data.get("rows"), kernel, size, explanation)
+    if n:
+        _write(path, data)
+    return n
+
+
+def explanations(rows) -> dict:
+    """{(kernel, size): explanation} of the DROP rows that carry one (both metrics share it)."""
+    out = {}
+    for r in rows if isinstance(rows, list) else []:
+        if (isinstance(r, dict) and r.get("verdict") == "DROP"
+                and isinstance(r.get("explanation"), dict)):
+            out.setdefault((r.get("kernel"), r.get("size")), r["explanation"])
+    return out
+
+
+def why(explanation: dict | None) -> str:
+    """The explanation in one line: its summary, how it was made and against which commit."""
+    if not isinstance(explanation, dict) or not explanation.get("summary"):
+        return ""
+    how = [str(explanation.get("mode") or ""),
+           f"vs {str(explanation['against'])[:10]}" if explanation.get("against") else ""]
+    how = ", ".join(h for h in how if h)
+    return str(explanation["summary"]) + (f" ({how})" if how else "")
