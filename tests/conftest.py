@@ -13,6 +13,16 @@ def nvcc():
     return path
 
 
+@pytest.fixture(scope="module")
+def tools():
+    """nvcc and cuobjdump as gemm explain finds them (skips where they are missing)."""
+    from gemm.explain import build
+    try:
+        return build.find_tools()
+    except build.ExplainError as exc:
+        pytest.skip(str(exc))
+
+
 @pytest.fixture
 def gpu_here(monkeypatch):
     """The gate's A/B believes a GPU is present (the stand-in packages measure instead)."""

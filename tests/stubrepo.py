@@ -25,6 +25,20 @@ def git(repo, *args):
                           text=True).stdout.strip()
 
 
+def commits(repo, n: int) -> list[str]:
+    """A new git repository on branch main at `repo` (made if absent) with `n` commits, each
+    changing f.txt; their shas, oldest first."""
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(n):
+        (repo / "f.txt").write_text(str(i))
+        git(repo, "add", "f.txt")
+        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    return shas
+
+
 def new_repo(path):
     path.mkdir()
     git(path, "init", "-q")

@@ -91,35 +91,10 @@ def test_measure_task_is_checked_before_the_gpu(argv, msg, monkeypatch, capsys):
     assert msg in err and len(err.splitlines()) == 1
 
 
-def test_measure_tasks_are_the_pairs_measured_in_their_order(monkeypatch, capsys):
-    """`gemm measure --task K@S ...` hands exactly those pairs to the sweep, in order (the A/B
-    measures one arm in one process with it); --kernel x --sizes is the cross product."""
-    import gemm.cuda.device as dev
-    import gemm.measure.sweep as sw
-    monkeypatch.setattr(dev, "probe", lambda: (True, ""))
-    jobs = []
-
-    def worker(job, timeout=None):
-        jobs.append(job)
-        for name, p in job["tasks"]:
-            yield "result", {"kernel": name, "role": "kernel", "size": str(p["M"]),
-                             "status": "ok"}
-        yield "exit", {"code": 0, "stderr": "", "timed_out": False}
-    monkeypatch.setattr(sw, "run_worker", worker)
-    assert cli.main(["measure", "--task", "07@2048", "--task", "05@4096x4096x1024",
-                     "--task", "07@8192"]) == 0
-    assert [(n, p["M"], p["N"], p["K"]) for n, p in jobs[-1]["tasks"]] == [
-        ("07_bank_conflict_free", 2048, 2048, 2048), ("05_2d_blocktiling", 4096, 4096, 1024),
-        ("07_bank_conflict_free", 8192, 8192, 8192)]
-    assert cli.main(["measure", "-k", "07", "-k", "05", "--sizes", "512", "1024"]) == 0
-    assert [(n[:2], p["M"]) for n, p in jobs[-1]["tasks"]] == [
-        ("07", 512), ("07", 1024), ("05", 512), ("05", 1024)]
-    capsys.readouterr()
-
-
-def test_check_takes_one_alpha_beta_pair(monkeypatch, capsys):
-    """`gemm check --alpha-beta A,B` checks that pair alone (ci/memcheck.sh's racecheck and
-    synccheck passes); without it, every pair of the gate."""
+@pytest.fixture
+def sweep_jobs(monkeypatch):
+    """A GPU that answers and a sweep whose worker passes every task without running it: the
+    jobs the command handed to it."""
     import gemm.cuda.device as dev
     import gemm.measure.sweep as sw
     monkeypatch.setattr(dev, "probe", lambda: (True, ""))
@@ -132,6 +107,28 @@ def test_check_takes_one_alpha_beta_pair(monkeypatch, capsys):
                              "status": "ok", "checks": []}
         yield "exit", {"code": 0, "stderr": "", "timed_out": False}
     monkeypatch.setattr(sw, "run_worker", worker)
+    return jobs
+
+
+def test_measure_tasks_are_the_pairs_measured_in_their_order(sweep_jobs, capsys):
+    """`gemm measure --task K@S ...` hands exactly those pairs to the sweep, in order (the A/B
+    measures one arm in one process with it); --kernel x --sizes is the cross product."""
+    jobs = sweep_jobs
+    assert cli.main(["measure", "--task", "07@2048", "--task", "05@4096x4096x1024",
+                     "--task", "07@8192"]) == 0
+    assert [(n, p["M"], p["N"], p["K"]) for n, p in jobs[-1]["tasks"]] == [
+        ("07_bank_conflict_free", 2048, 2048, 2048), ("05_2d_blocktiling", 4096, 4096, 1024),
+        ("07_bank_conflict_free", 8192, 8192, 8192)]
+    assert cli.main(["measure", "-k", "07", "-k", "05", "--sizes", "512", "1024"]) == 0
+    assert [(n[:2], p["M"]) for n, p in jobs[-1]["tasks"]] == [
+        ("07", 512), ("07", 1024), ("05", 512), ("05", 1024)]
+    capsys.readouterr()
+
+
+def test_check_takes_one_alpha_beta_pair(sweep_jobs, capsys):
+    """`gemm check --alpha-beta A,B` checks that pair alone (ci/memcheck.sh's racecheck and
+    synccheck passes); without it, every pair of the gate."""
+    jobs = sweep_jobs
     assert cli.main(["check", "-k", "06", "--shapes", "136x264x108", "--alpha-beta", "1.5,0.5"]) == 0
     assert jobs[-1]["ab"] == [[1.5, 0.5]] and jobs[-1]["time"] is False
     assert cli.main(["check", "-k", "06", "--shapes", "64", "--alpha-beta", "1,0",

@@ -17,6 +17,7 @@ import pytest
 from gemm import cli
 from gemm.track.history import HistoryError, load_runs
 from tests.asvfake import write_benchmarks, write_run
+from tests.stubrepo import commits
 
 ROOT = Path(__file__).resolve().parent.parent
 K = ["04_1d_blocktiling", "05_2d_blocktiling"]
@@ -223,15 +224,7 @@ def test_show_reads_the_recorded_history_as_the_readme_quotes_it():
 def site(tmp_path):
     """A git repository with three recorded runs and the project's asv config."""
     repo = tmp_path / "site"
-    repo.mkdir()
-    git = functools.partial(subprocess.run, cwd=repo, check=True, capture_output=True, text=True)
-    git(["git", "init", "-q", "-b", "main"])
-    shas = []
-    for i in range(3):
-        (repo / "f.txt").write_text(str(i))
-        git(["git", "add", "f.txt"])
-        git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}"])
-        shas.append(git(["git", "rev-parse", "HEAD"]).stdout.strip())
+    shas = commits(repo, 3)
     res = repo / "results"
     write_benchmarks(res, K, S)
     for i, sha in enumerate(shas):

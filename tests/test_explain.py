@@ -140,14 +140,6 @@ def test_occupancy_on_the_h200():
 # --- real builds --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def tools():
-    try:
-        return build.find_tools()
-    except build.ExplainError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def stages(tools):
     """14 at 4096 with STAGES 4 (old) and 3 (new), from this working tree."""
     return explain("14_bf16_wgmma_tma", "4096", old=".", new=".", repo=ROOT,

@@ -379,14 +379,6 @@ def test_a_side_that_cannot_run_is_said_and_not_profiled(tmp_path, monkeypatch):
 
 # --- the whole explanation, its JSON and the CLI ------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def tools():
-    try:
-        return build.find_tools()
-    except build.ExplainError as exc:
-        pytest.skip(str(exc))
-
-
 def test_no_gpu_leaves_a_static_report_that_says_why(tools, monkeypatch):
     monkeypatch.setattr(nvml, "gpu_here", lambda: (False, "NVML: no driver; no nvidia-smi"))
     ex = ge.explain("14", "4096", old=".", new=".", repo=ROOT, old_defines={"STAGES": 4},

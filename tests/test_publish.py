@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.asvfake import write_benchmarks, write_run
+from tests.stubrepo import commits
 
 ROOT = Path(__file__).resolve().parent.parent
 K = ["04_1d_blocktiling", "05_2d_blocktiling"]
@@ -24,14 +25,7 @@ def site(tmp_path_factory):
     if not shutil.which("asv"):
         pytest.skip("asv is not installed")
     repo = tmp_path_factory.mktemp("site")
-    git = functools.partial(subprocess.run, cwd=repo, check=True, capture_output=True, text=True)
-    git(["git", "init", "-q", "-b", "main"])
-    shas = []
-    for i in range(4):
-        (repo / "f.txt").write_text(str(i))
-        git(["git", "add", "f.txt"])
-        git(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"c{i}"])
-        shas.append(git(["git", "rev-parse", "HEAD"]).stdout.strip())
+    shas = commits(repo, 4)
     res = repo / "results"
     write_benchmarks(res, K, S)
     # TFLOPS rise 20 % at the third commit; the fake writes the same numbers into the

@@ -292,6 +292,23 @@ def load_registry(path: Path | None = None, files: bool = False) -> dict[str, Ke
     return specs
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+
+def kernel_sources(read, file: str) -> dict[str, str | None]:
+    """{name: text} of a kernel's .cu `file` and what it includes from kernels/ (quoted
+    includes, transitively), in the order met; `read(name)` gives a file's text (None where
+    it has none)."""
+    out: dict[str, str | None] = {}
+    todo = [file]
+    while todo:
+        name = todo.pop(0)
+        if name not in out:
+            out[name] = read(name)
+            todo += _INCLUDE.findall(out[name] or "")
+    return out
+
+
 @lru_cache(maxsize=1)
 def registry() -> dict[str, KernelSpec]:
     """The registered kernels (kernels_dir()'s kernels.toml, every .cu file present)."""

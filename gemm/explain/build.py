@@ -25,7 +25,8 @@ from pathlib import Path
 
 from ..core import geometry, git, tuning
 from ..core.problem import Problem, ShapeRefused
-from ..core.registry import KernelSpec, RegistryError, kernels_dir, load_registry
+from ..core.registry import (KernelSpec, RegistryError, kernel_sources, kernels_dir,
+                             load_registry)
 from . import resources as res
 from . import sass
 
@@ -265,21 +266,15 @@ class Build:
                 "launch": self.launch.to_dict()}
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
-
-
 def source_hash(kernels: Path, spec: KernelSpec) -> str:
     """The kernel's .cu file and what it includes from kernels/ (transitively)."""
-    h, seen, todo = hashlib.sha256(), set(), [spec.file]
-    while todo:
-        name = todo.pop(0)
+    def read(name: str) -> str | None:
         p = kernels / name
-        if name in seen or not p.is_file():
-            continue
-        seen.add(name)
-        text = p.read_bytes()
-        h.update(name.encode() + b"\0" + text)
-        todo += _INCLUDE.findall(text.decode(errors="replace"))
+        return p.read_text(errors="replace") if p.is_file() else None
+    h = hashlib.sha256()
+    for name, text in kernel_sources(read, spec.file).items():
+        if text is not None:
+            h.update(name.encode() + b"\0" + text.encode())
     return h.hexdigest()
 
 

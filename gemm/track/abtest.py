@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core import git
+from ..core import git, registry
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
@@ -47,15 +46,11 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
     """Does `newer` measure `kernel` with `older`'s code (git: no change to MEASURED_BY)? Then
     an A/B of the two is an A/A: both arms run the same code in the same environment. False
     where git cannot tell, or for a kernel the registry does not know."""
-    from ..core import registry
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
         return False
     return git.returncode(repo, "diff", "--quiet", older, newer, "--", *MEASURED_BY) == 0
-
-
-_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
@@ -76,12 +71,7 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
     entry = next((e for e in entries if isinstance(e, dict) and e.get("name") == kernel), None)
     if entry is None or not isinstance(entry.get("file"), str):
         return None
-    files, todo = {}, [entry["file"]]
-    while todo:
-        name = todo.pop(0)
-        if name not in files:
-            files[name] = show(f"kernels/{name}")
-            todo += _INCLUDE.findall(files[name] or "")
+    files = registry.kernel_sources(lambda name: show(f"kernels/{name}"), entry["file"])
     tuned = {}
     if entry.get("tuned"):
         if git.returncode(repo, "cat-file", "-e", f"{rev}:kernels/tuned") == 0:
