@@ -9,7 +9,8 @@
 # while under DEADLINE_S. KSTEP=1: the wait in every K step of 05 and 07 instead (tailspin.py
 # --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07).
 # HISTORY_UPTO=REV keeps in the scratch history only the runs of REV and its ancestors (e.g.
-# those recorded on other GPUs than this call's).
+# those recorded on other GPUs than this call's). SIZE_ONLY=1 stops after the sizing (PICKS=
+# the printed picks then start a later call there).
 # Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
 # .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
 # base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
@@ -55,6 +56,7 @@ if [ ! -f "$state/picks" ]; then
   [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$state/true-before.done"; }
 fi
 picks=$(cat "$state/picks")
+[ "${SIZE_ONLY:-0}" = 1 ] && { echo "picks: $picks (SIZE_ONLY: no trials)"; exit 0; }
 spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }
 echo "throwaway ${spin:0:10}: $picks"
 [ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
