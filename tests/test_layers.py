@@ -126,6 +126,8 @@ assert not ok and "blocked" in why, why
 with gemm.measure.nvml.Sampler() as s:         # no samples, no error
     pass
 assert not s.samples and "blocked" in s.why, s.why
+arms = gemm.measure.nvml.ArmSamples()          # the A/B's sampler: no figures, no error
+assert arms.sampling(lambda arm, what: 1)("a", {}) == 1 and arms.pair("a", "b") is None
 print("OK")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
