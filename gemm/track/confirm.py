@@ -9,10 +9,13 @@ same code here, so what the screen saw is the machine, and the row is noise on t
 with or without a GPU. Where no A/B can be made,
 what it had decided stands and the rest is UNRESOLVED: the history alone never decides where a
 GPU is present. Without a GPU, a verdict kept by an earlier confirming run for this exact value
-(gemm.track.verdicts) is used; otherwise the candidate fails as unconfirmed.
+(gemm.track.verdicts) is used; otherwise the candidate fails as unconfirmed. The GPU's SM
+clock, power and temperature are sampled (gemm.measure.nvml) while each arm's process runs,
+and each comparison's effect keeps both arms' figures.
 """
 from __future__ import annotations
 
+from ..measure import nvml
 from . import abreport, abtest, plan
 from .abrun import ABRun, Stop, in_trees
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
@@ -57,8 +60,9 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
         tree: dict = {}
-        ab = ABRun(comparisons, cfg, new_commit, in_trees(tree), lambda s: log(f"regress: {s}"),
-                   calibration, plan.speeds(rows))
+        machine = nvml.ArmSamples()   # the GPU sampled while each arm's process runs
+        ab = ABRun(comparisons, cfg, new_commit, machine.sampling(in_trees(tree)),
+                   lambda s: log(f"regress: {s}"), calibration, plan.speeds(rows))
         try:
             with abtest.trees(repo, refs + [new_commit]) as trees:
                 tree.update(trees)
@@ -68,7 +72,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             # the rest is UNRESOLVED (a failure only with --strict)
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
-        abreport.finish(ab)
+        abreport.finish(ab, machine)
     for r in cands:
         _add_identical(r)
     return cands
