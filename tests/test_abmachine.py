@@ -1,5 +1,5 @@
 """The machine over the gate's A/B (issue 26), on the CPU: the GPU sampled through NVML while
-each arm's process runs (gemm.measure.nvml.ArmSamples, with a stand-in sampler or a stand-in
+each arm's process runs (gemm.machine.nvml.ArmSamples, with a stand-in sampler or a stand-in
 pynvml), each arm's figures over all its processes, kept in the effects of the A/B'd rows
 (through ABRun and abreport.finish, and through `gemm regress` with real worktrees), and gemm
 explain's words for them: alike, or a machine change candidate (gemm.explain.abmachine), in
@@ -18,8 +18,8 @@ import pytest
 from gemm.explain import report
 from gemm.explain.abmachine import ABMachine, from_rows
 from gemm.explain.render import render_ab_machine
-from gemm.measure import nvml
-from gemm.measure.nvml import ArmMachine, Sample
+from gemm.machine import nvml
+from gemm.machine.nvml import ArmMachine, Sample
 from gemm.track import abreport, abrun
 from gemm.track.gate import GateConfig, Row
 from tests.asvfake import write_benchmarks, write_run

@@ -277,7 +277,7 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
     if head.returncode != 0:
         pytest.skip("not a git checkout")
     sha = head.stdout.strip()
-    # the machine over the gate's A/B, as its effect keeps it (gemm.measure.nvml.ArmMachine)
+    # the machine over the gate's A/B, as its effect keeps it (gemm.machine.nvml.ArmMachine)
     arm = {"gpu": "NVIDIA H200", "processes": 4, "samples": 300, "power_w_median": 690.0,
            "temp_c_max": 61.0, "power_capped_pct": 0.0, "sm_mhz_by_process": [1980.0] * 4}
     machine = {"reference": {**arm, "sm_mhz_median": 1980.0},

@@ -2,15 +2,13 @@
 layers without a GPU work where the CUDA libraries cannot even be imported.
 
   core     -> core                               (pure data and rules)
+  machine  -> core, machine                      (NVML from outside any CUDA context)
   cuda     -> core, cuda
   measure  -> core, cuda, measure
-  track    -> core, track                         (the A/B measures through `gemm measure`)
+  track    -> core, machine, track                (the A/B measures through `gemm measure`)
   record   -> core, track, record, measure        (asv's setup_cache runs a sweep)
-  explain  -> core, explain                       (nvcc, cuobjdump and git as tools, no GPU)
+  explain  -> core, machine, explain              (nvcc, cuobjdump and git as tools, no GPU)
   cli, api, testing -> anything
-
-and every layer -> gemm.measure.nvml (SHARED: the NVML sampler that the A/B and gemm explain
-both use; it imports no gemm layer and pynvml only lazily).
 """
 import ast
 import subprocess
@@ -22,19 +20,18 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "gemm"
 ALLOWED = {
     "core": {"core"},
+    "machine": {"core", "machine"},
     "cuda": {"core", "cuda"},
     "measure": {"core", "cuda", "measure"},
-    "track": {"core", "track"},
+    "track": {"core", "machine", "track"},
     "record": {"core", "track", "record", "measure"},
-    "explain": {"core", "explain"},
+    "explain": {"core", "machine", "explain"},
 }
-SHARED = {("measure", "nvml")}
 GPU_LIBS = ("pycuda", "nvmath", "cuda", "pynvml")
 
 
 def gemm_imports(path: Path) -> set[str]:
-    """The gemm subpackages a module imports, anywhere in it (module level or in functions),
-    but for the SHARED modules."""
+    """The gemm subpackages a module imports, anywhere in it (module level or in functions)."""
     layer = path.relative_to(PKG).parts[0]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -47,15 +44,11 @@ def gemm_imports(path: Path) -> set[str]:
                 parts = node.module.split(".")[1:]
             else:
                 continue
-            names = [tuple(parts[:2])] if len(parts) > 1 else [(parts[0], a.name)
-                                                                for a in node.names]
-            if all(n in SHARED for n in names):
-                continue
             if parts[0] in ALLOWED or parts[0] in ("cli", "api", "testing"):
                 out.add(parts[0])
         elif isinstance(node, ast.Import):
             for a in node.names:
-                if a.name.startswith("gemm.") and tuple(a.name.split(".")[1:3]) not in SHARED:
+                if a.name.startswith("gemm."):
                     out.add(a.name.split(".")[1])
     return out
 
@@ -71,32 +64,19 @@ def test_each_layer_imports_only_what_it_may(path):
 
 
 def test_the_contract_is_enforced():
-    """The checker itself sees a forbidden import (here: track reaching for cuda, and for
-    gemm.measure beyond its shared NVML sampler)."""
+    """The checker itself sees a forbidden import (here: track reaching for cuda or measure)."""
     fake = PKG / "track" / "_contract_probe.py"
     fake.write_text("def f():\n    from ..cuda.device import cuda\n")
     try:
         assert gemm_imports(fake) - ALLOWED["track"] == {"cuda"}
-        for line in ("from ..measure import nvml, worker", "from ..measure.sweep import sweep",
+        for line in ("from ..measure import worker", "from ..measure.sweep import sweep",
                      "import gemm.measure.worker"):
             fake.write_text(f"{line}\n")
             assert gemm_imports(fake) - ALLOWED["track"] == {"measure"}, line
-        for line in ("from ..measure import nvml", "from ..measure.nvml import Sampler",
-                     "import gemm.measure.nvml"):
-            fake.write_text(f"{line}\n")
-            assert gemm_imports(fake) == set(), line
+        fake.write_text("from ..machine.nvml import Sampler\n")
+        assert gemm_imports(fake) == {"machine"}
     finally:
         fake.unlink()
-
-
-@pytest.mark.parametrize("layer, module", sorted(SHARED))
-def test_a_shared_module_imports_no_layer(layer, module):
-    """A module every layer may import stays below them all: it imports no gemm module."""
-    tree = ast.parse((PKG / layer / f"{module}.py").read_text())
-    names = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-    levels = [n.level for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert not any(x.startswith("gemm") for x in names) and not any(levels), names
 
 
 BLOCK = f"""
@@ -115,7 +95,7 @@ import gemm, gemm.api, gemm.testing
 import gemm.core.registry, gemm.core.geometry, gemm.core.metrics, gemm.core.tolerance
 import gemm.track.gate, gemm.track.confirm, gemm.track.abtest, gemm.track.history
 import gemm.record.suite, gemm.record.recorder, gemm.record.plot, gemm.record.publish
-import gemm.cuda.device, gemm.measure.sweep, gemm.measure.worker, gemm.measure.nvml
+import gemm.cuda.device, gemm.measure.sweep, gemm.measure.worker, gemm.machine.nvml
 from gemm.cli import main
 assert main(["list"]) == 0
 assert main(["bench", "--sizes", "64"]) == 2          # one sentence: needs a GPU
@@ -123,10 +103,10 @@ assert main(["measure", "--probe"]) == 2
 from gemm.cuda.device import probe
 ok, why = probe()
 assert not ok and "blocked" in why, why
-with gemm.measure.nvml.Sampler() as s:         # no samples, no error
+with gemm.machine.nvml.Sampler() as s:         # no samples, no error
     pass
 assert not s.samples and "blocked" in s.why, s.why
-arms = gemm.measure.nvml.ArmSamples()          # the A/B's sampler: no figures, no error
+arms = gemm.machine.nvml.ArmSamples()          # the A/B's sampler: no figures, no error
 assert arms.sampling(lambda arm, what: 1)("a", {}) == 1 and arms.pair("a", "b") is None
 print("OK")
 """

@@ -1,5 +1,5 @@
 """The machine over the gate's A/B, for a drop it confirmed: the NVML figures of each arm's
-processes (gemm.measure.nvml.ArmMachine), which the gate keeps in the effects of its report's
+processes (gemm.machine.nvml.ArmMachine), which the gate keeps in the effects of its report's
 and kept verdict file's rows, read back for the commits explained and compared. The arms are
 alike, or they differ (median SM clocks more than CLOCK_REL apart, or one arm at its power cap
 and the other not) and the drop is a machine change candidate; at the power cap the clock
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.problem import same_size
-from ..measure.nvml import ArmMachine
+from ..machine.nvml import ArmMachine
 
 CLOCK_REL = 0.01     # the arms differ: median SM clocks more than this apart (of the larger)
 CAPPED_PCT = 50.0    # an arm ran at its power cap: the cap held the clocks in this % of samples

@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..measure import nvml
+from ..machine import nvml
 from . import ncu as _ncu
 from .build import Build
 from .gpureport import Counters, GpuReport, SideRun

@@ -2,4 +2,4 @@
 the kept verdicts, the A/B that re-measures commits, and the workflow of one commit's
 judgement (judge). The A/B reaches the GPU only through the stable measuring entry point
 (`python -m gemm measure`) run in each commit's own tree, and samples the machine meanwhile
-through NVML (gemm.measure.nvml, the one module of gemm.measure it imports)."""
+through NVML (gemm.machine)."""

@@ -28,7 +28,7 @@ def power_note(ab, r: Row, e) -> str:
 
 def finish(ab, machine=None) -> None:
     """Each row's verdict, note and effects from its comparisons in a finished ABRun; with
-    `machine` (gemm.measure.nvml.ArmSamples), each effect keeps its two arms' NVML figures."""
+    `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures."""
     by_row: dict[int, list[int]] = {}
     for i, (r, _) in enumerate(ab.comps):
         by_row.setdefault(id(r), []).append(i)

@@ -10,12 +10,12 @@ with or without a GPU. Where no A/B can be made,
 what it had decided stands and the rest is UNRESOLVED: the history alone never decides where a
 GPU is present. Without a GPU, a verdict kept by an earlier confirming run for this exact value
 (gemm.track.verdicts) is used; otherwise the candidate fails as unconfirmed. The GPU's SM
-clock, power and temperature are sampled (gemm.measure.nvml) while each arm's process runs,
+clock, power and temperature are sampled (gemm.machine.nvml) while each arm's process runs,
 and each comparison's effect keeps both arms' figures.
 """
 from __future__ import annotations
 
-from ..measure import nvml
+from ..machine import nvml
 from . import abreport, abtest, plan
 from .abrun import ABRun, Stop, in_trees
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
