@@ -1,5 +1,5 @@
 """Command line: gemm list | bench | measure | check | show | record | regress | calibrate |
-publish | plot | tune | machine.
+publish | plot | tune | baseline | machine.
 
 Thin: every command parses its arguments, validates them, and calls the stages. Commands that
 need a GPU say so in one sentence and exit 2 where there is none.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import (bench, calibrate, check, listing, machine, measure, plot, publish, record,
-               readme, regress, show, summary, tune)
+from . import (baseline, bench, calibrate, check, listing, machine, measure, plot, publish,
+               record, readme, regress, show, summary, tune)
 from . import explain
 from ..core.registry import RegistryError
 from .common import UsageError
@@ -40,6 +40,8 @@ COMMANDS = (
      "detects here (injected delays); writes calibration/<machine>.json"),
     ("tune", tune, "search a kernel's constants on this GPU (its `tune` space)"
      " and write the winners per tuning bucket to kernels/tuned/<gpu>.toml"),
+    ("baseline", baseline, "today's cuBLAS call against cublasLt's heuristic candidates, "
+     "timed interleaved per configuration and size (changes nothing)"),
     ("machine", machine, "write asv's machine file for this GPU"),
     ("summary", summary, "markdown summary of a commit's sweeps and gate report (CI)"),
     ("explain", explain, "why a kernel changed: resources, SASS and launch of two builds; "
