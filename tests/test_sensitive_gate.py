@@ -917,8 +917,9 @@ def test_a_detection_table_says_which_rule_it_was_made_under(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("made under: alpha 0.001, minimum effect 1 % at 2048^3 and up, rounds 1-8, "
             "budget 180 s, Huber locations for heavy-tailed series, no overtime "
-            f"(today's gate: overtime {GateConfig().overtime_s:g} s)") in out
-    _cal_file(tmp_path, gate={**_gate_dict(), "robust": True,
+            "(today's gate: trimmed means for heavy-tailed series, "
+            f"overtime {GateConfig().overtime_s:g} s)") in out
+    _cal_file(tmp_path, gate={**_gate_dict(), "robust": "trimmed",
                               "overtime_s": GateConfig().overtime_s})
     assert cli_main(["show", str(tmp_path / "h200.json")]) == 0
     out = capsys.readouterr().out
@@ -1189,18 +1190,19 @@ def test_the_robust_rule_reads_its_prior_from_the_files_aa_values(tmp_path):
     assert cli_main(["calibrate", "--pool", str(b), "--out", str(a.parent)]) == 0
     cal = calibration.load(a.parent, "h200")[0]
     rp = cal.robust_prior("07", "2048", "tflops")
-    assert rp == decision.robust_noise(per_gpu) and rp.sigma < cal.prior("07", "2048", "tflops").sigma
+    assert rp == decision.trimmed_noise(per_gpu)[0] and rp.sigma < cal.prior("07", "2048", "tflops").sigma
     assert cal.robust_prior("05", "2048", "tflops") is None        # borrowed noise: no robust prior
     assert cal.robust_prior("09", "2048", "tflops") is None        # no tail: the mean rule
-    assert decision.robust_noise(quiet) is not None
-    ref = [[41.2, 41.21], [41.19, 41.2 * 0.993]]
-    new = [[40.8, 40.79], [40.81, 40.8]]
+    assert decision.trimmed_noise(quiet) is not None
+    ref = [[41.2, 41.21], [41.19, 41.2 * 0.993], [41.2, 41.19]]
+    new = [[40.8, 40.79], [40.81, 40.8], [40.8, 40.8]]
     off, on = GateConfig(robust=False), GateConfig()
     mean = off.decide(ref, new, 0.01, 40, cal.prior("07", "2048", "tflops"), rp)
     assert mean == decision.effect_rounds(ref, new, 0.01, off.alpha, 40,
                                           cal.prior("07", "2048", "tflops"))
     rob = on.decide(ref, new, 0.01, 40, cal.prior("07", "2048", "tflops"), rp)
-    assert rob == decision.effect_robust(ref, new, 0.01, on.alpha, 40, rp)
+    assert rob == decision.effect_trimmed(ref, new, 0.01, on.alpha, 40, rp) != mean
+    assert rob.rule == "trimmed" and mean.rule == "mean"
     assert on.decide(ref, new, 0.01, 40, None, None) == decision.effect_rounds(
         ref, new, 0.01, on.alpha, 40, None)
 
@@ -1233,7 +1235,7 @@ def test_trials_with_overtime_do_not_join_trials_made_without_it(tmp_path, monke
     monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
         (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
         for m in calibrate.METRICS})
-    _cal_file(tmp_path, trials=(1,), gate={**_gate_dict(), "robust": True})
+    _cal_file(tmp_path, trials=(1,), gate={**_gate_dict(), "robust": "trimmed"})
     with pytest.raises(calibrate.Refused, match="other gate settings"):
         calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
                       GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
@@ -1276,8 +1278,8 @@ def test_trials_of_the_gates_engine_do_not_join_trials_made_before_it(tmp_path, 
 
 
 def test_the_verdicts_and_the_noise_table_say_which_rule_decides(tmp_path, capsys):
-    """`gemm show` of a calibration names each series' rule (huber where the A/A has a heavy
-    tail); Calibration.heavy_tailed is that test, without resampling."""
+    """`gemm show` of a calibration names each series' rule (trimmed where the A/A has a heavy
+    tail: Calibration.heavy_tailed)."""
     import random
     rng = random.Random(9)
     tailed = [41.2 * math.exp(rng.gauss(0, 0.001)) * (0.993 if i % 8 == 7 else 1)
@@ -1290,7 +1292,7 @@ def test_the_verdicts_and_the_noise_table_say_which_rule_decides(tmp_path, capsy
     assert cli_main(["show", str(f)]) == 0
     rows = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines()
             if ln.startswith(("07 ", "09 "))}
-    assert rows["07"][-1] == "huber" and rows["09"][-1] == "mean"
+    assert rows["07"][-1] == "trimmed" and rows["09"][-1] == "mean"
 
 
 def test_unguarded_rounds_are_said_once_per_ab():

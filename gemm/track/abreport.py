@@ -67,8 +67,8 @@ def finish(ab) -> None:
                 parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
             if ab.cal is not None and ab.cal.borrowed(r.kernel, r.size, r.metric):
                 parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
-            elif ab.robust_prior(r) is not None:
-                parts[-1] += " (Huber locations: the robust rule)"
+            elif e.rule == "trimmed":
+                parts[-1] += " (trimmed means: the robust rule)"
             if i in ab.over_measured:
                 parts[-1] += " (overtime: measured past the time budget)"
             if kept:
@@ -80,7 +80,7 @@ def finish(ab) -> None:
                               "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
                               "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
                               "n_new": e.n_new,
-                              "rule": "huber" if ab.robust_prior(r) is not None else "mean",
+                              "rule": e.rule,
                               "overtime": i in ab.over_measured,
                               # may the next commit carry these rounds (gemm.track.carry)?
                               "carry": i not in ab.untrusted,

@@ -245,7 +245,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
                         "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
                         "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
                         "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
-                        "rule": "huber" if cfg.robust and cal.robust_prior(k, sz, m) else "mean",
+                        "rule": e.rule if e else "mean",
                         "values": o.values})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core import metrics
 from ..core.policy import CONFIRM
 from ..core.problem import Problem
-from .decision import Noise
+from .decision import TAIL_RATIO, Noise, trimmed_noise
 
 SCHEMA = "gemm.calibration/1"
 MAX_AGE_DAYS = 180
@@ -69,32 +69,19 @@ class Calibration:
             [row.get("values") or []] if row else [])
         return [[v for v in vs if v] for vs in parts]
 
-    def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
-        """Is the series' own sd over decision.TAIL_RATIO times the sandwich sd of its
-        Huber-weighted A/A values (a heavy tail)? No resampling."""
-        from .decision import TAIL_RATIO, robust_noise
-        key = (kernel, size, metric)
-        own = self.noise.get(key)
-        if own is None:
-            return False
-        try:
-            rn = robust_noise(self._aa_values(key), max_n=0)
-        except ValueError:
-            return False
-        return rn is not None and own.sigma > TAIL_RATIO * rn.sigma
-
-    def robust_prior(self, kernel: str, size: str, metric: str):
-        """The series' own decision.RobustNoise where it is heavy_tailed; else None (the mean
-        rule is as good and keeps more dof). Never borrowed: a tail is a series' own."""
+    def robust_prior(self, kernel: str, size: str, metric: str) -> Noise | None:
+        """The series' own trimmed-mean prior (decision.trimmed_noise) where it is heavy-tailed:
+        its calibrated sd over decision.TAIL_RATIO times the sd of one value's share of a
+        trimmed mean of its A/A values; else None (the mean rule). Never borrowed."""
         key = (kernel, size, metric)
         if key not in self._robust:
-            from .decision import robust_noise
-            try:
-                self._robust[key] = (robust_noise(self._aa_values(key))
-                                     if self.heavy_tailed(*key) else None)
-            except ValueError:
-                self._robust[key] = None
+            got = trimmed_noise(self._aa_values(key)) if key in self.noise else None
+            self._robust[key] = got[0] if got and self.noise[key].sigma > TAIL_RATIO * got[1] \
+                else None
         return self._robust[key]
+
+    def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
+        return self.robust_prior(kernel, size, metric) is not None
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
         return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None

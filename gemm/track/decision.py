@@ -74,7 +74,7 @@ class Noise:
 
 @dataclass(frozen=True)
 class Effect:
-    estimate: float     # d = mean(log new) - mean(log ref) (the robust rule: Huber locations)
+    estimate: float     # d = mean(log new) - mean(log ref) (the robust rule: trimmed means)
     lo: float
     hi: float
     sigma: float        # pooled sd of one process's log value
@@ -82,6 +82,7 @@ class Effect:
     n_ref: int
     n_new: int
     verdict: Outcome
+    rule: str = "mean"  # or "trimmed" (effect_trimmed)
 
     @property
     def change(self) -> float:
@@ -311,6 +312,57 @@ def on_course(e: Effect, delta: float) -> bool:
     return math.isfinite(e.lo) and math.isfinite(e.hi) and e.estimate < -delta / 2
 
 
-# the robust rule lives in gemm.track.robust; its names are part of this module's vocabulary
-from .robust import (HUBER_K, TAIL_RATIO, RobustNoise, effect_robust,  # noqa: E402,F401
-                     huber_location, robust_noise)
+TRIM = 0.2          # the robust rule: Yuen's trimmed means, a fifth cut at each end of an arm
+TAIL_RATIO = 1.25   # a series is heavy-tailed (decided by trimmed means) where its calibrated sd
+                    # exceeds this times the sd of one value's share of a trimmed mean
+
+
+def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
+    """(trimmed mean, winsorized variance, n, h = n - 2g values kept) of log values."""
+    n = len(xs)
+    g = int(TRIM * n)
+    s = sorted(xs)
+    w = [min(max(x, s[g]), s[n - g - 1]) for x in xs]
+    return sum(s[g:n - g]) / (n - 2 * g), _ss(w) / max(n - 1, 1), n, n - 2 * g
+
+
+def trimmed_noise(parts) -> tuple[Noise, float] | None:
+    """The robust rule's prior from A/A process values (one list per GPU, each of 5 values or
+    more: one trimmed at each end): the winsorized sd pooled over GPUs by h - 1 (one GPU's
+    offset from another is not noise), with those dof; and the sd of one value's share of a
+    trimmed mean, sqrt(n (n - 1) / (h (h - 1))) winsorized sds, which heavy_tailed compares
+    with the plain sd. None where no GPU has 5 values."""
+    dof = var = per_value = 0.0
+    for values in parts:
+        xs = _logs(values)
+        if int(TRIM * len(xs)) < 1:
+            continue
+        _, v, n, h = _yuen(xs)
+        dof += h - 1
+        var += (h - 1) * v
+        per_value += (h - 1) * v * n * (n - 1) / (h * (h - 1))
+    if not dof or not var > 0:
+        return None
+    return Noise(math.sqrt(var / dof), int(dof)), math.sqrt(per_value / dof)
+
+
+def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
+                   prior: Noise | None = None) -> Effect | None:
+    """The robust rule (GateConfig.robust, for heavy-tailed series): Yuen's test, the arms'
+    20 % trimmed means of all their process log values (R N N R gives both arms the same
+    mid-round time, so a linear drift cancels), each arm's variance (n - 1) s_w^2 / (h (h - 1))
+    from the winsorized variance s_w^2 of both arms pooled with the prior's (trimmed_noise),
+    Student's t at the gate's level. None (the mean rule decides) without a prior or while an
+    arm has too few values to trim one (a mean is then a mean, with the plain sd)."""
+    lr = [x for r in ref_rounds for x in _logs(r)]
+    ln = [x for r in new_rounds for x in _logs(r)]
+    if prior is None or int(TRIM * min(len(lr), len(ln))) < 1:
+        return None
+    _check(delta, alpha, family)
+    (mr, vr, nr, hr), (mn, vn, nn, hn) = _yuen(lr), _yuen(ln)
+    lo, hi, sd, dof = _interval(mn - mr, (hr - 1) * vr + (hn - 1) * vn, hr + hn - 2, prior, 1.0,
+                                math.sqrt((nr - 1) / (hr * (hr - 1)) + (nn - 1) / (hn * (hn - 1))),
+                                alpha, family, fit=False)
+    rounds = sum(1 for a, b in zip(ref_rounds, new_rounds) if a and b)
+    return Effect(mn - mr, lo, hi, sd, dof, nr, nn, _verdict(lo, hi, delta / 2, rounds),
+                  "trimmed")

@@ -59,21 +59,21 @@ class GateConfig:
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
     budget_s: float = 180.0      # A/B wall time; its rounds are planned to fit (gemm.track.plan)
-    robust: bool = True          # Huber locations where the series' calibration shows a heavy
+    robust: bool = True          # trimmed means where the series' calibration shows a heavy
                                  # tail (calibration.robust_prior), means elsewhere
     overtime_s: float = 60.0     # past budget_s, what is on course for a DROP is measured on,
                                  # alone, for up to this long more, within max_rounds
     carry_commits: int = 3       # a series UNRESOLVED this many commits running fails
 
     def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
-        """The A/B's effect and verdict for one series: decision.effect_robust with the
-        series' robust prior where `robust` is on and it has one (a heavy tail), else
+        """The A/B's effect and verdict for one series: the robust rule (decision.effect_trimmed)
+        with the series' robust prior where `robust` is on and it has one (a heavy tail), else
         decision.effect_rounds (the mean rule) with its calibrated noise."""
         from . import decision
-        if self.robust and robust_prior is not None:
-            return decision.effect_robust(ref_rounds, new_rounds, delta, self.alpha, family,
-                                          robust_prior)
-        return decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family, prior)
+        e = decision.effect_trimmed(ref_rounds, new_rounds, delta, self.alpha, family,
+                                    robust_prior) if self.robust else None
+        return e or decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family,
+                                           prior)
 
     def trial_settings(self) -> dict:
         """The settings a calibration's detection trials are made under (kept in its file, so
@@ -82,7 +82,7 @@ class GateConfig:
                "alpha": self.alpha, "min_rounds": self.min_rounds,
                "max_rounds": self.max_rounds, "budget_s": self.budget_s}
         if self.robust:
-            out["robust"] = True
+            out["robust"] = "trimmed"   # (True: tables of the Huber rule before it)
         if self.overtime_s:
             out["overtime_s"] = self.overtime_s
         return out
