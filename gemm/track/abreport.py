@@ -1,5 +1,4 @@
-"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note and effects: what the
-reports, the kept verdicts and the next commit's carried evidence read."""
+"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note and effects."""
 from __future__ import annotations
 
 import math
@@ -10,7 +9,7 @@ from .gate import Row, Verdict
 
 
 def power_note(ab, r: Row, e) -> str:
-    """How many rounds this noise needs for a decision (decision.rounds_needed)."""
+    """How many rounds this noise needs (decision.rounds_needed)."""
     if not e.sigma or e.sigma != e.sigma:
         return ""
     prior = ab.prior(r)

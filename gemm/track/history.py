@@ -1,11 +1,6 @@
-"""asv's recorded results read back as series: Series(target, size, metric) -> points over
-commits (gemm.core.metrics names the series and parses asv's names).
-
-Pure reading, no asv import: results/benchmarks.json (names, params, versions) and
-results/<machine>/<hash>-<env>.json (asv's version-2 result files). Rows whose version differs
-from benchmarks.json are ignored, as asv ignores them. Commits are ordered by `git rev-list
---topo-order` where git knows them, else by commit date, then by when the run started.
-"""
+"""asv's results (benchmarks.json, <machine>/*.json version 2) read back as Series -> points
+over commits, without asv; rows of another benchmark version are left out, as asv does. Runs
+are ordered by git's topological order where git knows them, else by date."""
 from __future__ import annotations
 
 import itertools
@@ -94,9 +89,8 @@ def load_runs(results_dir: str | Path, machine: str) -> tuple[list[Run], Suite]:
 
 
 def read_run(path: Path, benchmarks: dict | None = None) -> Run:
-    """One asv version-2 result file as a Run. With `benchmarks` (results/benchmarks.json),
-    rows of another benchmark version are counted in other_versions and left out, as asv
-    leaves them out; without, every row is read. Raises HistoryError, naming the file."""
+    """One asv version-2 result file as a Run (with `benchmarks`, rows of another version are
+    counted in other_versions and left out). Raises HistoryError, naming the file."""
     path = Path(path)
     data = _load(path)
     if not isinstance(data, dict):

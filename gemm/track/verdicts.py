@@ -1,14 +1,6 @@
-"""The gate's confirmed verdicts, kept beside the results: verdicts/<machine>/<commit>.json.
-
-When `gemm regress --record-verdicts` confirms or dismisses a flagged drop on a GPU, it writes
-what it measured here. A later run of the gate without a GPU (a laptop, CI) reads them back
-instead of failing the same series as unconfirmed, but only for the very value it was made for:
-re-recording the commit makes its old verdicts void. The files live outside results/ because
-asv walks every folder there and warns about JSON files it cannot read.
-
-A confirmed DROP's row may carry an `explanation` (`gemm explain --attach`: why the code got
-slower, gemm.explain.report.attachment), which gemm show, gemm summary and the site print.
-The layout of a file is described in docs/gate.md ("Kept verdicts").
+"""The gate's kept verdicts, verdicts/<machine>/<commit>.json (outside results/, which asv
+walks): read back without a GPU, by the site and gemm show; a DROP row may carry gemm
+explain's `explanation`. Layout: docs/gate.md ("Kept verdicts").
 """
 from __future__ import annotations
 
