@@ -16,11 +16,20 @@ def procs(centre, sd, n, seed):
 PRIOR = d.Noise(0.001, 10)   # a calibrated runner: 0.1 % per process, 10 dof
 
 
+def rounds_of(xs):
+    return [xs[i:i + 2] for i in range(0, len(xs), 2)]
+
+
+def effect(ref, new, *a, **kw):
+    """The mean rule on values in rounds of two per arm."""
+    return d.effect_rounds(rounds_of(ref), rounds_of(new), *a, **kw)
+
+
 def test_a_one_percent_drop_is_a_drop_and_no_change_is_same():
     ref = procs(30.0, 0.001, 4, 1)
-    assert d.effect(ref, procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR).verdict == d.DROP
-    assert d.effect(ref, procs(30.0, 0.001, 4, 3), 0.01, family=40, prior=PRIOR).verdict == d.SAME
-    assert d.effect(ref, procs(30.6, 0.001, 4, 4), 0.01, family=40, prior=PRIOR).verdict == d.FASTER
+    assert effect(ref, procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR).verdict == d.DROP
+    assert effect(ref, procs(30.0, 0.001, 4, 3), 0.01, family=40, prior=PRIOR).verdict == d.SAME
+    assert effect(ref, procs(30.6, 0.001, 4, 4), 0.01, family=40, prior=PRIOR).verdict == d.FASTER
 
 
 def test_every_trial_detects_one_percent_and_no_trial_flags_no_change():
@@ -39,32 +48,32 @@ def test_every_trial_detects_one_percent_and_no_trial_flags_no_change():
 
 def test_half_the_minimum_effect_is_the_decision_margin():
     sharp = d.Noise(0.0002, 30)
-    e = d.effect([30.0] * 4, [29.85] * 4, 0.01, prior=sharp)       # -0.5 %: on the margin
+    e = effect([30.0] * 4, [29.85] * 4, 0.01, prior=sharp)       # -0.5 %: on the margin
     assert e.verdict == d.AMBIGUOUS and math.isclose(e.change, -0.005, rel_tol=1e-9)
-    assert d.effect([30.0] * 4, [29.82] * 4, 0.01, prior=sharp).verdict == d.DROP
-    assert d.effect([30.0] * 4, [29.88] * 4, 0.01, prior=sharp).verdict == d.SAME
+    assert effect([30.0] * 4, [29.82] * 4, 0.01, prior=sharp).verdict == d.DROP
+    assert effect([30.0] * 4, [29.88] * 4, 0.01, prior=sharp).verdict == d.SAME
 
 
 def test_noise_widens_the_interval_until_it_is_ambiguous():
     ref, new = procs(30.0, 0.01, 4, 5), procs(29.7, 0.01, 4, 6)   # 1 % noise, 1 % drop
-    assert d.effect(ref, new, 0.01, family=40).verdict == d.AMBIGUOUS
-    e = d.effect(ref, new, 0.01, family=40, prior=d.Noise(0.01, 30))
-    assert e.verdict == d.AMBIGUOUS and e.dof == 36
+    assert effect(ref, new, 0.01, family=40).verdict == d.AMBIGUOUS
+    e = effect(ref, new, 0.01, family=40, prior=d.Noise(0.01, 30))
+    assert e.verdict == d.AMBIGUOUS and e.dof == 31
 
 
 def test_the_calibration_is_pooled_with_the_rounds_own_spread():
-    ref, new = [30.0, 30.0], [29.7, 29.7]           # no spread of their own
-    no_prior = d.effect(ref, new, 0.01)
-    assert no_prior.dof == 2 and no_prior.sigma == 0 and no_prior.verdict == d.DROP
-    pooled = d.effect(ref, new, 0.01, prior=d.Noise(0.002, 8))
-    assert pooled.dof == 10 and math.isclose(pooled.sigma, 0.002 * math.sqrt(8 / 10))
-    assert d.effect([30.0], [29.7], 0.01).verdict == d.AMBIGUOUS   # no dof, no interval
+    ref, new = [30.0] * 4, [29.7] * 4               # no spread of their own
+    no_prior = effect(ref, new, 0.01)
+    assert no_prior.dof == 1 and no_prior.sigma == 0 and no_prior.verdict == d.DROP
+    pooled = effect(ref, new, 0.01, prior=d.Noise(0.002, 8))
+    assert pooled.dof == 9 and math.isclose(pooled.sigma, 0.002 * math.sqrt(8 / 9))
+    assert effect([30.0], [29.7], 0.01).verdict == d.AMBIGUOUS   # no dof, no interval
 
 
 def test_a_larger_family_needs_more_evidence():
     ref, new = [30.0, 30.03, 29.97, 30.0], [29.7, 29.73, 29.67, 29.7]
-    narrow = d.effect(ref, new, 0.01, family=1, prior=d.Noise(0.002, 6))
-    wide = d.effect(ref, new, 0.01, family=10_000_000, prior=d.Noise(0.002, 6))
+    narrow = effect(ref, new, 0.01, family=1, prior=d.Noise(0.001, 6))
+    wide = effect(ref, new, 0.01, family=10_000_000, prior=d.Noise(0.001, 6))
     assert wide.hi - wide.lo > narrow.hi - narrow.lo
     assert narrow.verdict == d.DROP and wide.verdict == d.AMBIGUOUS
 
@@ -94,9 +103,9 @@ def test_the_aa_control_lets_a_linear_drift_pass_but_not_a_step():
 
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="positive"):
-        d.effect([30.0, None], [29.0], 0.01)
+        effect([30.0, None], [29.0], 0.01)
     with pytest.raises(ValueError):
-        d.effect([30.0], [29.0], 0.0)
+        effect([30.0], [29.0], 0.0)
     with pytest.raises(ValueError):
         d.Noise(-1.0, 3)
 
@@ -120,10 +129,6 @@ def slow_state(centre, n, seed, slow_every=8, slow=0.007, sd=0.0009):
     """Processes like 07 at 2048's: sd 0.09 %, and every `slow_every`-th one 0.7 % slow."""
     return [v * (1 - slow if i % slow_every == slow_every - 1 else 1)
             for i, v in enumerate(procs(centre, sd, n, seed))]
-
-
-def rounds_of(xs):
-    return [xs[i:i + 2] for i in range(0, len(xs), 2)]
 
 
 def test_trimmed_noise_sees_past_the_tail_and_not_one_gpus_offset():
@@ -209,6 +214,6 @@ def test_outcomes_are_one_typed_vocabulary_written_as_before():
     assert [o.value for o in d.Outcome] == ["DROP", "SAME", "FASTER", "NOT_SLOWER", "AMBIGUOUS"]
     assert (d.DROP, d.SAME, d.FASTER, d.NOT_SLOWER, d.AMBIGUOUS) == tuple(d.Outcome)
     assert all(isinstance(o, d.Outcome) for o in (d.DROP, d.AMBIGUOUS, *d.PASSING))
-    e = d.effect(procs(30.0, 0.001, 4, 1), procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR)
+    e = effect(procs(30.0, 0.001, 4, 1), procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR)
     assert e.verdict is d.Outcome.DROP and e.verdict == "DROP"
     assert json.loads(json.dumps({"verdict": e.verdict})) == {"verdict": "DROP"}

@@ -158,23 +158,6 @@ def _verdict(lo: float, hi: float, margin: float, rounds: int) -> Outcome:
     return AMBIGUOUS if v == DROP and rounds < DROP_MIN_ROUNDS else v
 
 
-def effect(ref, new, delta: float, alpha: float = 1e-3, family: int = 1,
-           prior: Noise | None = None) -> Effect:
-    """The effect of new against ref (per-process values, higher is better, unpaired) and its
-    verdict."""
-    _check(delta, alpha, family)
-    lr, ln = _logs(ref), _logs(new)
-    if not lr or not ln:
-        raise ValueError("each arm needs at least one process value")
-    d = sum(ln) / len(ln) - sum(lr) / len(lr)
-    got = _interval(d, _ss(lr) + _ss(ln), len(lr) + len(ln) - 2, prior, 1.0,
-                    math.sqrt(1 / len(lr) + 1 / len(ln)), alpha, family)
-    if got is None:  # one process per arm and no calibration: no interval can be made
-        return Effect(d, -math.inf, math.inf, math.nan, 0, len(lr), len(ln), AMBIGUOUS)
-    lo, hi, sigma, dof = got
-    return Effect(d, lo, hi, sigma, dof, len(lr), len(ln), classify(lo, hi, delta / 2))
-
-
 def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
                   prior: Noise | None = None) -> Effect:
     """The mean rule, round by round as R N N R is blocked: e_i = mean(log new_i) -
