@@ -238,36 +238,26 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
 
 
 def summarize(det: list[dict], shares) -> list[dict]:
-    """Per kernel x size (TFLOPS): detections per share, and the smallest always detected."""
+    """Per kernel x size (TFLOPS): detections per share, their median change, and the smallest
+    share detected in every trial of it and of every larger share."""
     cells: dict = {}
     for d in det:
-        if d["metric"] != "tflops":
-            continue
-        c = cells.setdefault((d["kernel"], d["size"]), {})
-        c.setdefault(d["share"], []).append(d)
+        if d["metric"] == "tflops":
+            cells.setdefault((d["kernel"], d["size"]), {}).setdefault(d["share"], []).append(d)
     out = []
     for (k, s), by_share in sorted(cells.items()):
-        row = {"kernel": k, "size": s, "detected": {}, "median_change": {}}
-        for sh in sorted(by_share):
-            ds = by_share[sh]
-            hits = sum(d["verdict"] == decision.DROP for d in ds)
-            row["detected"][str(sh)] = f"{hits}/{len(ds)}"
-            ch = [d["change"] for d in ds if d["change"] is not None]
-            row["median_change"][str(sh)] = stats.median(ch) if ch else None
-        row["smallest_always_detected"] = _smallest(by_share)
-        out.append(row)
+        hits = {sh: sum(d["verdict"] == decision.DROP for d in ds) for sh, ds in by_share.items()}
+        always = [sh for sh in sorted(by_share)
+                  if all(hits[x] == len(by_share[x]) for x in by_share if x >= sh)]
+        changes = {sh: [d["change"] for d in ds if d["change"] is not None]
+                   for sh, ds in by_share.items()}
+        out.append({"kernel": k, "size": s,
+                    "detected": {str(sh): f"{hits[sh]}/{len(by_share[sh])}"
+                                 for sh in sorted(by_share)},
+                    "median_change": {str(sh): stats.median(changes[sh]) if changes[sh] else None
+                                      for sh in sorted(by_share)},
+                    "smallest_always_detected": min(always, default=None)})
     return out
-
-
-def _smallest(by_share: dict) -> float | None:
-    """The smallest share s such that every trial of s and of every larger share detected."""
-    best = None
-    for sh in sorted(by_share, reverse=True):
-        if all(d["verdict"] == decision.DROP for d in by_share[sh]):
-            best = sh
-        else:
-            break
-    return best
 
 
 def next_trial(det: list[dict], share) -> int:
