@@ -218,13 +218,12 @@ class ABRun:
             refs, news, _ = self.paired(i)
             if len(refs) <= self.kept(i):   # not measured here yet (no room so far)
                 continue
-            if any(v is None for p in news for v in p):
-                self.failed[i] = (True, "the new code failed when measured here")
-                self.upto[i] = len(refs)
-                continue
-            if any(v is None for p in refs for v in p):
-                self.failed[i] = (False, f"the reference {c[:10]} failed when measured here")
-                self.upto[i] = len(refs)
+            for new, arm in ((True, news), (False, refs)):
+                if i not in self.failed and any(v is None for p in arm for v in p):
+                    who = "the new code" if new else f"the reference {c[:10]}"
+                    self.failed[i] = (new, f"{who} failed when measured here")
+                    self.upto[i] = len(refs)
+            if i in self.failed:
                 continue
             if len(refs) < self.cfg.min_rounds:
                 continue
@@ -351,18 +350,14 @@ class ABRun:
 
 def carried(values: dict | None) -> tuple[list, list, list]:
     """Kept rounds (a verdict's effect values) as paired()'s; none unless all are complete."""
-    if not values:
-        return [], [], []
-    first, last, new, ks = (values.get(x) or [] for x in ("first", "last", "new", "k"))
+    first, last, new, ks = ((values or {}).get(x) or [] for x in ("first", "last", "new", "k"))
     n = len(first)
-    ok = (n and len(last) == n and len(new) == 2 * n and len(ks) == n
-          and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
-                  and math.isfinite(x) for x in first + last + new)
-          and all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks))
-    if not ok:
+    def number(x, kind=(int, float)) -> bool:
+        return isinstance(x, kind) and not isinstance(x, bool) and x > 0 and math.isfinite(x)
+    if not (n and len(last) == n == len(ks) and len(new) == 2 * n
+            and all(map(number, first + last + new)) and all(number(k, int) for k in ks)):
         return [], [], []
-    return ([[first[j], last[j]] for j in range(n)],
-            [new[2 * j:2 * j + 2] for j in range(n)], list(ks))
+    return [list(p) for p in zip(first, last)], [new[2 * j:2 * j + 2] for j in range(n)], list(ks)
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:

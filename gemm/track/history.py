@@ -20,8 +20,6 @@ class HistoryError(RuntimeError):
 @dataclass
 class Point:
     value: float | None        # None: the benchmark failed in that run; NaN: skipped
-    q25: float | None = None
-    q75: float | None = None
 
 
 @dataclass
@@ -117,8 +115,6 @@ def read_run(path: Path, benchmarks: dict | None = None) -> Run:
             vals = row[ri]
             if not isinstance(vals, list):
                 vals = [vals]
-            q25 = _col(row, cols, "stats_q_25", len(combos))
-            q75 = _col(row, cols, "stats_q_75", len(combos))
             started = _col(row, cols, "started_at", 1)[0]
             if started is not None:
                 run.started = max(run.started, int(started))
@@ -127,7 +123,7 @@ def read_run(path: Path, benchmarks: dict | None = None) -> Run:
                 if key is None:
                     continue
                 v = vals[i] if i < len(vals) else None
-                run.points[key] = Point(None if v is None else float(v), q25[i], q75[i])
+                run.points[key] = Point(None if v is None else float(v))
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise HistoryError(f"{path} is not an asv version-2 result file ({exc!r})") from None
     return run
