@@ -41,7 +41,7 @@ def finish(ab) -> None:
             ref = [x for p in refs[kept:] for x in p if x is not None]
             new = [x for x in ab.new_values(r) if x is not None]
             if new:
-                r.remeasured = r.ab_new = stats.median(new)
+                r.ab_new = stats.median(new)
             if ref and r.ab_reference is None:
                 r.ab_reference = stats.median(ref)
             if i in ab.failed:

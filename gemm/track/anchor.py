@@ -68,11 +68,10 @@ def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
 PENALTY = 4.0
 
 
-def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY,
-                 downs_only: bool = False) -> list[dict]:
+def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
     """Where a series stepped: [{"commit", "before", "after", "change"}], oldest first, from
     (commit, value) points; penalty PENALTY sigma^2 ln(n), sigma the robust spread of
-    successive log differences. Steps up are kept unless `downs_only`."""
+    successive log differences; steps up too (down and up again: the machine changing)."""
     import numpy as np
     import ruptures
     kept = [(c, v) for c, v in points if finite(v) and v > 0]
@@ -87,7 +86,6 @@ def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALT
     bounds = list(zip([0] + ends[:-1], ends))
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         before, after = float(np.exp(y[a0:b0].mean())), float(np.exp(y[a1:b1].mean()))
-        if after < before or not downs_only:
-            out.append({"commit": kept[a1][0], "before": before, "after": after,
-                        "change": after / before - 1})
+        out.append({"commit": kept[a1][0], "before": before, "after": after,
+                    "change": after / before - 1})
     return out

@@ -86,8 +86,7 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
     if (old and covers and old.get("new") == r.new
             and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.UNRESOLVED)):
         r.verdict = Verdict(old["verdict"])
-        r.remeasured, r.ab_reference, r.ab_new = (old.get("remeasured"), old.get("ab_reference"),
-                                                  old.get("ab_new"))
+        r.ab_reference, r.ab_new = old.get("ab_reference"), old.get("ab_new")
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     elif (r.carried or r.code_changed) and not past_screen(r):

@@ -141,7 +141,6 @@ class Row:
     bound: float | None        # the screen: relative drop that makes a candidate
     verdict: Verdict
     note: str = ""
-    remeasured: float | None = None
     reference: str | None = None      # the newest earlier commit with this series (the A/B's)
     ref_value: float | None = None    # its recorded value
     ab_reference: float | None = None  # A/B: median of the reference code's process values ...
