@@ -5,6 +5,7 @@ call; and what git tells about two commits' code (same_code, kernel_changed).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -116,33 +117,26 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
 
 
-_CONFIRM: dict = {}
-_TASKS: dict = {}
-_TASKS_MAIN: dict = {}
-
-
-def _source_has(cache: dict, tree: Path, relpath: str, needle: str) -> bool:
+@functools.cache
+def _source_has(tree: Path, relpath: str, needle: str) -> bool:
     """Does the tree's file `relpath` contain `needle`? Read once per tree."""
-    tree = Path(tree).resolve()
-    if tree not in cache:
-        try:
-            text = (tree / relpath).read_text()
-        except OSError:
-            text = ""
-        cache[tree] = needle in text
-    return cache[tree]
+    try:
+        return needle in (tree / relpath).read_text()
+    except OSError:
+        return False
 
 
 def policy_args(tree: Path) -> list[str]:
     """`--policy confirm` where the tree's source has CONFIRM, else nothing (its suite policy)."""
     return (["--policy", "confirm"]
-            if _source_has(_CONFIRM, tree, "gemm/core/policy.py", "\nCONFIRM = ") else [])
+            if _source_has(Path(tree).resolve(), "gemm/core/policy.py", "\nCONFIRM = ") else [])
 
 
 def has_tasks(tree: Path) -> bool:
     """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (from its source)?"""
-    return (_source_has(_TASKS, tree, "gemm/cli/measure.py", '"--task"')
-            or _source_has(_TASKS_MAIN, tree, "gemm/cli/main.py", '"--task"'))
+    tree = Path(tree).resolve()
+    return (_source_has(tree, "gemm/cli/measure.py", '"--task"')
+            or _source_has(tree, "gemm/cli/main.py", '"--task"'))
 
 
 def _values(got: dict, tree: Path) -> dict:
