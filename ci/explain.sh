@@ -12,7 +12,9 @@
 # (also kept in $OUT/explain/summary.txt). Each explanation is attached (--attach) to the
 # DROP rows of its kernel and size in $OUT/regress.json and in the commit's kept verdict file,
 # $VERDICTS/<machine>/<commit>.json (the report's machine and commit), where gemm show, the
-# job's summary and the published site show it. Never fails the job: a failure is a line.
+# job's summary and the published site show it; where the DROP's effect keeps the machine over
+# the A/B (each arm's NVML figures), the summary line says whether the arms ran alike. Never
+# fails the job: a failure is a line.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 report="$OUT/regress.json"

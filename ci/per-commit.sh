@@ -36,7 +36,7 @@ stage gate bash ci/gate.sh
 # most gemm regress's own 180 s, at least 30 s (so a record that ends late can pass the
 # deadline). Its rounds are planned to fit (gemm.track.plan). A --budget in REGRESS_ARGS wins.
 # The memory check, when it runs (kernel or launch code changed), comes on top (memcheck about
-# 4 minutes; racecheck and synccheck, estimated 1-3 more: docs/ci.md).
+# 4 minutes; racecheck and synccheck about 40 s more on the H200: docs/ci.md).
 if stage record bash ci/record.sh; then
   # README.md's results table follows the history it was recorded into (tests/test_readme.py)
   [ "$RESULTS" = results ] && { gemm readme --results results > "$OUT/readme.log" 2>&1 ||

@@ -604,6 +604,14 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
         src = (tmp_path / "kernels" / reg[name].file).read_text()
         assert "#define SPIN_PPM 10000" in src and src.count("SPIN_TAIL(spin_t0_);") == 1
         assert reg[f"{name}_nospin"].defines["SPIN_PPM"] == 0
+    kstep = tmp_path / "kstep"
+    shutil.copytree(ROOT / "kernels", kstep / "kernels")
+    ts.set_spin(kstep, [f"{k}=10000" for k in ts.KSTEP_HOOKS], ts.KSTEP_HOOKS)
+    reg = load_registry(kstep / "kernels" / "kernels.toml", files=True)
+    for name in ts.KSTEP_HOOKS:   # the wait inside the main K loop, once
+        src = (kstep / "kernels" / reg[name].file).read_text()
+        loop = src[src.index("for (; k0 + BK <= K; k0 += BK)"):]
+        assert src.count("SPIN_STEP(spin_t0_);") == 1 and loop.index("SPIN_STEP") < loop.index("if (k0 < K)")
     recs = [{"status": "ok", "kernel": k, "size": "4096", "kernel_time": {"samples_s": [t]}}
             for k, t in [("05_2d_blocktiling", 1.02), ("05_2d_blocktiling_nospin", 1.0),
                          ("09_cp_async_pipeline", 1.009), ("09_cp_async_pipeline_nospin", 1.0)]]

@@ -277,9 +277,14 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
     if head.returncode != 0:
         pytest.skip("not a git checkout")
     sha = head.stdout.strip()
+    # the machine over the gate's A/B, as its effect keeps it (gemm.machine.nvml.ArmMachine)
+    arm = {"gpu": "NVIDIA H200", "processes": 4, "samples": 300, "power_w_median": 690.0,
+           "temp_c_max": 61.0, "power_capped_pct": 0.0, "sm_mhz_by_process": [1980.0] * 4}
+    machine = {"reference": {**arm, "sm_mhz_median": 1980.0},
+               "new": {**arm, "sm_mhz_median": 1755.0}}
     rows = [{"kernel": "14_bf16_wgmma_tma", "size": "4096", "metric": "tflops",
              "verdict": "DROP", "unconfirmed": False, "reference": "0" * 40,
-             "effects": [{"against": sha, "verdict": "DROP"}]},
+             "effects": [{"against": sha, "verdict": "DROP", "machine": machine}]},
             {"kernel": "14_bf16_wgmma_tma", "size": "4096", "metric": "pct_of_cublas",
              "verdict": "DROP", "unconfirmed": False, "reference": sha},
             {"kernel": "09_cp_async_pipeline", "size": "2048", "verdict": "DROP",
@@ -301,14 +306,18 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 2, out.stdout
-    assert lines[0] == f"explain: 14_bf16_wgmma_tma at 4096: {report.IDENTICAL} (vs {sha[:10]})"
+    ab = ("machine over the A/B (reference vs new): SM clock 1980 vs 1755 MHz, power 690 vs "
+          "690 W, max temp 61 vs 61 C: differ (SM clock -11.4 %): a machine change candidate")
+    assert lines[0] == (f"explain: 14_bf16_wgmma_tma at 4096: {report.IDENTICAL}; {ab} "
+                        f"(vs {sha[:10]})")
     assert lines[1].startswith("explain: 99_nope at 512: explain failed (exit 2")
     doc = json.loads((tmp_path / "explain" / "14_bf16_wgmma_tma-4096.json").read_text())
     assert doc["schema"] == "gemm.explain/1" and doc["old"]["commit"] == sha
     assert (tmp_path / "explain" / "summary.txt").read_text().splitlines() == lines
     # attached to the DROP rows of 14 at 4096 (both metrics) in the report and the kept file
     want = report.attachment(doc)
-    assert want["summary"] == report.IDENTICAL and want["against"] == sha
+    assert want["summary"] == f"{report.IDENTICAL}; {ab}" and want["against"] == sha
+    assert want["ab_machine"]["new"]["sm_mhz_median"] == 1755.0
     got = json.loads((tmp_path / "regress.json").read_text())["rows"]
     assert [r.get("explanation") for r in got] == [want, want, None, None, None]
     data = json.loads(kept.read_text())

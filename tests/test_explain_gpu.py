@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 import gemm.explain as ge
-from gemm.explain import build, ncu, nvml, report, runs
+from gemm.explain import build, ncu, report, runs
+from gemm.machine import nvml
 from gemm.explain.gpureport import Counters, GpuReport, SideRun, gpu_parts, machine_part
 from gemm.explain.render import render, render_gpu
 
@@ -425,8 +426,8 @@ class Block(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in ("pycuda", "nvmath", "cuda", "pynvml"):
             raise ImportError(f"{name} is blocked")
 sys.meta_path.insert(0, Block())
-import gemm.explain, gemm.explain.runs, gemm.explain.nvml, gemm.explain.ncu, gemm.measure.once
-from gemm.explain import nvml
+import gemm.explain, gemm.explain.runs, gemm.machine.nvml, gemm.explain.ncu, gemm.measure.once
+from gemm.machine import nvml
 ok, why = nvml.gpu_here()
 assert not ok and "blocked" in why, why
 sys.exit(gemm.measure.once.main(["14", "--size", "64"]))

@@ -152,7 +152,7 @@ def test_attachment_keeps_the_summary_and_the_compact_differences_only():
                    "against": OLD, "new": NEW, "defines": {"STAGES": [3, 2]},
                    "resources": {"main": {"regs": [128, 168]}},
                    "loop_mix": {"barrier": [2, 3]}, "launch": {"waves": [1.9, 2.1]},
-                   "identical": False, "gpu": None}
+                   "identical": False, "gpu": None, "ab_machine": None}
     text = json.dumps(got)
     assert "+++ new" not in text and "sass_sha256" not in text    # no SASS, no diff of it
     g = attachment(explain_doc(gpu=True))

@@ -2,11 +2,12 @@
 layers without a GPU work where the CUDA libraries cannot even be imported.
 
   core     -> core                               (pure data and rules)
+  machine  -> core, machine                      (NVML from outside any CUDA context)
   cuda     -> core, cuda
   measure  -> core, cuda, measure
-  track    -> core, track                         (the A/B measures through `gemm measure`)
+  track    -> core, machine, track                (the A/B measures through `gemm measure`)
   record   -> core, track, record, measure        (asv's setup_cache runs a sweep)
-  explain  -> core, explain                       (nvcc, cuobjdump and git as tools, no GPU)
+  explain  -> core, machine, explain              (nvcc, cuobjdump and git as tools, no GPU)
   cli, api, testing -> anything
 """
 import ast
@@ -19,11 +20,12 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "gemm"
 ALLOWED = {
     "core": {"core"},
+    "machine": {"core", "machine"},
     "cuda": {"core", "cuda"},
     "measure": {"core", "cuda", "measure"},
-    "track": {"core", "track"},
+    "track": {"core", "machine", "track"},
     "record": {"core", "track", "record", "measure"},
-    "explain": {"core", "explain"},
+    "explain": {"core", "machine", "explain"},
 }
 GPU_LIBS = ("pycuda", "nvmath", "cuda", "pynvml")
 
@@ -62,11 +64,17 @@ def test_each_layer_imports_only_what_it_may(path):
 
 
 def test_the_contract_is_enforced():
-    """The checker itself sees a forbidden import (here: track reaching for cuda)."""
+    """The checker itself sees a forbidden import (here: track reaching for cuda or measure)."""
     fake = PKG / "track" / "_contract_probe.py"
     fake.write_text("def f():\n    from ..cuda.device import cuda\n")
     try:
         assert gemm_imports(fake) - ALLOWED["track"] == {"cuda"}
+        for line in ("from ..measure import worker", "from ..measure.sweep import sweep",
+                     "import gemm.measure.worker"):
+            fake.write_text(f"{line}\n")
+            assert gemm_imports(fake) - ALLOWED["track"] == {"measure"}, line
+        fake.write_text("from ..machine.nvml import Sampler\n")
+        assert gemm_imports(fake) == {"machine"}
     finally:
         fake.unlink()
 
@@ -87,7 +95,7 @@ import gemm, gemm.api, gemm.testing
 import gemm.core.registry, gemm.core.geometry, gemm.core.metrics, gemm.core.tolerance
 import gemm.track.gate, gemm.track.confirm, gemm.track.abtest, gemm.track.history
 import gemm.record.suite, gemm.record.recorder, gemm.record.plot, gemm.record.publish
-import gemm.cuda.device, gemm.measure.sweep, gemm.measure.worker
+import gemm.cuda.device, gemm.measure.sweep, gemm.measure.worker, gemm.machine.nvml
 from gemm.cli import main
 assert main(["list"]) == 0
 assert main(["bench", "--sizes", "64"]) == 2          # one sentence: needs a GPU
@@ -95,6 +103,11 @@ assert main(["measure", "--probe"]) == 2
 from gemm.cuda.device import probe
 ok, why = probe()
 assert not ok and "blocked" in why, why
+with gemm.machine.nvml.Sampler() as s:         # no samples, no error
+    pass
+assert not s.samples and "blocked" in s.why, s.why
+arms = gemm.machine.nvml.ArmSamples()          # the A/B's sampler: no figures, no error
+assert arms.sampling(lambda arm, what: 1)("a", {}) == 1 and arms.pair("a", "b") is None
 print("OK")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -6,7 +6,11 @@
 # before the trials and after them. The throwaway's run is recorded into a scratch copy of the
 # history (the runs recorded in earlier sessions, on other GPUs); then up to TRIALS (default 5) runs of gemm
 # regress on it at SIZES (each a fresh A/B against the newest recorded commit, no anchor),
-# while under DEADLINE_S.
+# while under DEADLINE_S. KSTEP=1: the wait in every K step of 05 and 07 instead (tailspin.py
+# --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07).
+# HISTORY_UPTO=REV keeps in the scratch history only the runs of REV and its ancestors (e.g.
+# those recorded on other GPUs than this call's). SIZE_ONLY=1 stops after the sizing (PICKS=
+# the printed picks then start a later call there).
 # Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
 # .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
 # base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
@@ -16,18 +20,19 @@ cd "$(dirname "$0")/../.."
 d=${OUT:?}; t0=$SECONDS
 state=.probe/spin; mkdir -p "$state/runs"
 base=$(git rev-parse HEAD); wt=/tmp/wt-tailspin; h=/tmp/tailspin-hist
-KS="05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline 14_bf16_wgmma_tma"
+if [ "${KSTEP:-0}" = 1 ]; then mode=--kstep; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free"}
+else mode=""; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline 14_bf16_wgmma_tma"}; fi
 SIZES=${SIZES:-2048 4096 8192}
 in_wt() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" "$@"); }
-[ -f "$state/base" ] && [ "$(cat "$state/base")" != "$base" ] && { echo "state is for another base; clearing"; rm -rf "$state"; mkdir -p "$state/runs"; }
-echo "$base" > "$state/base"
+[ -f "$state/base" ] && [ "$(cat "$state/base")" != "$base$mode" ] && { echo "state is for another base; clearing"; rm -rf "$state"; mkdir -p "$state/runs"; }
+echo "$base$mode" > "$state/base"
 make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the same picks
   rm -rf "$wt"; git worktree prune; git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || return 2
-  python3 ci/probes/tailspin.py set "$wt" $1 || return 2
+  python3 ci/probes/tailspin.py set "$wt" $mode $1 || return 2
   # a minute after the base (the scratch history, outside git, orders runs by commit date)
   local when="$(( $(git show -s --format=%ct "$base") + 60 )) +0000"
   GIT_AUTHOR_DATE="$when" GIT_COMMITTER_DATE="$when" \
-    git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a tail wait in $KS ($1)"
+    git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a ${mode:-tail} wait in $KS ($1)"
   git -C "$wt" rev-parse HEAD
 }
 true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin twins, one process
@@ -42,7 +47,7 @@ for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
 PY
 }
 if [ ! -f "$state/picks" ]; then
-  first=${PICKS:-"05_2d_blocktiling=10000 07_bank_conflict_free=10000 09_cp_async_pipeline=10000 14_bf16_wgmma_tma=10000"}
+  first=${PICKS:-$(for k in $KS; do printf '%s=10000 ' "$k"; done)}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
   true_size first
   picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $first) &&
@@ -51,12 +56,19 @@ if [ ! -f "$state/picks" ]; then
   [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$state/true-before.done"; }
 fi
 picks=$(cat "$state/picks")
+[ "${SIZE_ONLY:-0}" = 1 ] && { echo "picks: $picks (SIZE_ONLY: no trials)"; exit 0; }
 spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }
 echo "throwaway ${spin:0:10}: $picks"
 [ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
 # the scratch history: the recorded runs (HEAD's own, which the per-commit job may have just
 # made here, left out) and the throwaway's run made here
 rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"; rm -f "$h/results/h200/${base:0:8}"-*.json
+if [ -n "${HISTORY_UPTO:-}" ]; then   # only runs of HISTORY_UPTO and its ancestors (e.g. those made on other GPUs)
+  for f in "$h"/results/h200/*-*.json; do
+    c=$(git rev-parse -q --verify "$(basename "$f" | cut -c1-8)^{commit}" 2>/dev/null)
+    [ -n "$c" ] && git merge-base --is-ancestor "$c" "$HISTORY_UPTO" || rm -f "$f"
+  done
+fi
 cp "$state"/runs/*.json "$h/results/h200/" 2>/dev/null
 bflags=(); for k in $KS; do bflags+=(-b "$k"); done
 if ! ls "$h/results/h200/${spin:0:8}"-*.json >/dev/null 2>&1; then

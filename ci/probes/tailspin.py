@@ -7,7 +7,14 @@ that much longer, so the cost follows the kernel's time at every size; what it c
 is measured, not assumed (ci/probes/spin_trial.sh sizes it from a first measurement). Used on
 a throwaway worktree only; never on main.
 
-    tailspin.py set TREE KERNEL=PPM ...    add the wait to each kernel (its default SPIN_PPM)
+With --kstep (05 and 07), each thread instead waits at the end of every K step of the main
+loop until the step has taken (1 + SPIN_PPM / 1e6) times what it took, spinning on clock64
+(no sleep: a step is ~2,000 cycles, and a sleep's ~100-cycle grain would be the whole wait).
+The tail wait barely costs 05 and 07 at 2048, where every block finishes in one wave; a wait
+in every K step slows each block's whole life, at every size.
+
+    tailspin.py set TREE [--kstep] KERNEL=PPM ...
+                                           add the wait to each kernel (its default SPIN_PPM)
                                            and a registry entry <kernel>_nospin (SPIN_PPM=0)
     tailspin.py size TRUE.json TARGET_PCT KERNEL=PPM ...
                                            print KERNEL=PPM scaled so that the median true
@@ -26,6 +33,9 @@ MACRO = """#ifndef SPIN_PPM
 #define SPIN_TAIL(t0) do { if (SPIN_PPM > 0) { const long long spin_d_ = clock64() - (t0); \\
     const long long spin_end_ = (t0) + spin_d_ + spin_d_ * SPIN_PPM / 1000000; \\
     while (clock64() < spin_end_) __nanosleep(64); } } while (0)
+#define SPIN_STEP(t0) do { if (SPIN_PPM > 0) { const long long spin_d_ = clock64() - (t0); \\
+    const long long spin_end_ = (t0) + spin_d_ + spin_d_ * SPIN_PPM / 1000000; \\
+    while (clock64() < spin_end_) { } } } while (0)
 """
 MAIN_05 = "    block_tile_2d<false>(M, N, K, alpha, A, B, beta, C, blockIdx.y * BM, blockIdx.x * BN);\n"
 MAIN_079 = "    block_tile<MODE_MAIN>(M, N, K, alpha, A, B, beta, C);\n"
@@ -45,6 +55,26 @@ HOOKS = {
     # the consumers' tile loop is the second of the two (the producer's comes first)
     "14_bf16_wgmma_tma": [(TILE_14, TILE_14 + "            const long long spin_t0_ = clock64();\n", 1),
                           (STORE_14, STORE_14 + "            SPIN_TAIL(spin_t0_);\n", 0)],
+}
+
+
+LOOP_05 = ("    for (; k0 + BK <= K; k0 += BK)\n"
+           "        block_k_step<BM, BN, BK, NTHREADS, EDGE, false>(As, Bs, a, b, k0, K, N,\n"
+           "                                                        rows_left, cols_left, BK, compute);\n")
+LOOP_07 = "    for (; k0 + BK <= K; k0 += BK) step(ktail<false>{}, k0);\n"
+
+
+STEP_05 = LOOP_05.replace(
+    "BK <= K; k0 += BK)\n", "BK <= K; k0 += BK) {\n        const long long spin_t0_ = clock64();\n", 1) \
+    + "        SPIN_STEP(spin_t0_);\n    }\n"
+STEP_07 = LOOP_07.replace(" step(ktail<false>{}, k0);\n",
+                          " { const long long spin_t0_ = clock64(); step(ktail<false>{}, k0); SPIN_STEP(spin_t0_); }\n")
+
+
+# --kstep: the wait in every full K step of the main loop
+KSTEP_HOOKS = {
+    "05_2d_blocktiling": [(LOOP_05, STEP_05, 0)],
+    "07_bank_conflict_free": [(LOOP_07, STEP_07, 0)],
 }
 
 
@@ -73,13 +103,13 @@ def picks(specs):
     return [(name, int(ppm)) for name, ppm in (s.split("=") for s in specs)]
 
 
-def set_spin(tree: Path, specs) -> None:
+def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
     reg = tree / "kernels" / "kernels.toml"
     toml = reg.read_text()
     for name, ppm in picks(specs):
         cu = tree / "kernels" / f"{name}.cu"
         src = cu.read_text()
-        for old, new, nth in HOOKS[name]:
+        for old, new, nth in hooks[name]:
             if src.count(old) < nth + 1:
                 raise SystemExit(f"tailspin.py: {name} is not what the hook expects")
             src = replace_nth(src, old, new, nth)
@@ -117,7 +147,9 @@ def size(path, target: float, specs) -> None:
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 2 else ""
     if cmd == "set":
-        set_spin(Path(sys.argv[2]), sys.argv[3:])
+        kstep = "--kstep" in sys.argv[3:]
+        set_spin(Path(sys.argv[2]), [a for a in sys.argv[3:] if a != "--kstep"],
+                 KSTEP_HOOKS if kstep else HOOKS)
     elif cmd == "size":
         size(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
     else:

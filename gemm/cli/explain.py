@@ -6,7 +6,8 @@ sampled, and one launch profiled with ncu (counters); one summary line.
 --json writes schema gemm.explain/1 (docs/explain.md). --attach / --attach-report put its
 compact part on the confirmed DROP rows of the kernel and size in the commit's kept verdict
 file and in a gate report (gemm.track.verdicts), where gemm show, gemm summary and the site
-print it."""
+print it; where the DROP row of that report or file keeps the machine over the A/B against
+the old side (each arm's NVML figures), the explanation includes it (gemm.explain.abmachine)."""
 from __future__ import annotations
 
 import argparse
@@ -65,6 +66,7 @@ def run(args) -> int:
     from ..explain import GpuOptions, explain
     from ..explain.build import ExplainError, parse_defines
     from ..explain.render import render
+    from ..explain.report import summarise
     if args.static and args.counters:
         print("gemm explain: --static runs nothing on the GPU: not with --counters",
               file=sys.stderr)
@@ -86,6 +88,9 @@ def run(args) -> int:
     except ExplainError as exc:
         print(f"gemm explain: {exc}", file=sys.stderr)
         return 2
+    if args.attach or args.attach_report:
+        ex.ab_machine = ab_machine(args, ex)
+        ex.summary = summarise(ex)
     if args.json:   # first: the document is kept even where stdout goes away
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(ex.to_json(), indent=1) + "\n")
@@ -93,6 +98,26 @@ def run(args) -> int:
         attach(args, ex)
     print(f"{ex.kernel} at {ex.size}: {ex.summary}" if args.brief else render(ex))
     return 0
+
+
+def ab_machine(args, ex):
+    """The machine over the gate's A/B of the sides explained (gemm.explain.abmachine), from
+    the rows the explanation goes to: the gate report's, else the kept verdict file's; None
+    where neither keeps it."""
+    from ..explain.abmachine import from_rows
+    from ..track import verdicts
+    paths = [args.attach_report] if args.attach_report else []
+    if args.attach and (args.commit or ex.new.commit):
+        paths.append(verdicts.path_for(args.attach, args.machine, args.commit or ex.new.commit))
+    for path in paths:
+        try:
+            rows = json.loads(Path(path).read_text()).get("rows")
+        except (OSError, ValueError, AttributeError):
+            continue
+        got = from_rows(rows, ex.new.kernel, args.size, ex.old.commit)
+        if got is not None:
+            return got
+    return None
 
 
 def attach(args, ex) -> None:

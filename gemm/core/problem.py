@@ -98,6 +98,15 @@ class Problem:
         raise ValueError(f"size {text!r} is not N or MxNxK")
 
 
+def same_size(a, b) -> bool:
+    """Do two size labels name one problem ("4096" and "4096x4096x4096")? Text that is no
+    size is compared as text."""
+    try:
+        return Problem.parse(a).label == Problem.parse(b).label
+    except (ValueError, TypeError):
+        return str(a) == str(b)
+
+
 def check_matrix(name: str, x: object, shape: tuple[int, int] | None = None,
                  dtype=np.float32) -> np.ndarray:
     """A host matrix must be a 2-D, C-contiguous numpy array of `dtype` (float32, or

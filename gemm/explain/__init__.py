@@ -3,9 +3,10 @@ one revision with different defines) compared without a GPU: resources and occup
 entry point, SASS instruction mix (whole function and K loop), the K loop's diff and the
 launch at a size; where a GPU answers, each side also run with its own tree's code: timed
 (with the SM clock, power and temperature sampled) and one launch profiled with ncu (runs,
-ncu, nvml, gpureport). Layers: core and itself (no CUDA imported here; nvcc, cuobjdump, git,
-ncu and each tree's own `python -m gemm` as tools; NVML imported lazily). docs/explain.md
-says how to read it."""
+ncu, gpureport; the NVML sampler is gemm.machine.nvml's); for a drop the gate confirmed, the
+machine over its A/B (abmachine). Layers: core, machine and itself (no CUDA
+imported here; nvcc, cuobjdump, git, ncu and each tree's own `python -m gemm` as tools; NVML
+imported lazily). docs/explain.md says how to read it."""
 from __future__ import annotations
 
 from ..core.problem import Problem

@@ -55,7 +55,7 @@ class SideRun:
     launcher: str = ""                  # "gemm.measure.once" or "gemm bench" (older trees)
     error: str = ""                     # why the side did not run at all
     time_ms: float | None = None        # median per launch, timed run
-    machine: dict | None = None         # gemm.explain.nvml.summarise
+    machine: dict | None = None         # gemm.machine.nvml.summarise
     machine_why: str = ""               # why there is no machine (no NVML, no sample)
     counters: Counters | None = None
 

@@ -1,10 +1,11 @@
 """An explanation as a table for people: the two sides, resources per entry point, the SASS
 mix (whole function and K loop per iteration), the launch, the GPU's runs (time, machine,
-counters, stalls), the K loop's diff, the summary."""
+counters, stalls), the machine over the gate's A/B, the K loop's diff, the summary."""
 from __future__ import annotations
 
 from . import resources as res
 from . import sass
+from .abmachine import ABMachine
 from .build import Build
 from .gpureport import (CLOCK_REL, COUNTER_POINTS, STALL_POINTS, TIME_REL, GpuReport,
                         machine_moved, pct)
@@ -70,6 +71,9 @@ def render(ex: Explanation) -> str:
     if ex.gpu is not None and ex.gpu.ran:
         out.append("")
         out += render_gpu(ex.gpu)
+    if ex.ab_machine is not None:
+        out.append("")
+        out += render_ab_machine(ex.ab_machine)
     shown = next((e for e, d in ex.entries.items() if d.loop_diff), None)
     if shown:
         out.append("")
@@ -197,6 +201,28 @@ def render_gpu(g: GpuReport) -> list[str]:
         if c is not None and c.missing and not c.error:
             out.append(f"  {label}: not reported by this ncu: {', '.join(c.missing)}")
     return out
+
+
+def render_ab_machine(m: ABMachine) -> list[str]:
+    """The machine over the gate's A/B: each arm's NVML figures over all its processes."""
+    diff = m.differences()
+    out = [f"  {'the A/B vs ' + m.against[:10]:<26} {'reference':>14} {'new':>14}"]
+    for label, key in (("processes / samples", None), ("SM clock MHz median", "sm_mhz_median"),
+                       ("power W median", "power_w_median"), ("temp. C max", "temp_c_max"),
+                       ("at the power cap", "power_capped_pct")):
+        out.append(_row(label, _arm(m.reference, key), _arm(m.new, key), differs=key in diff))
+    verdict = ("one arm not sampled" if m.alike is None else "alike" if m.alike
+               else "differ: " + "; ".join(diff.values()))
+    return out + [f"  the arms: {verdict}"]
+
+
+def _arm(arm, key) -> str:
+    if arm is None:
+        return "-"
+    if key is None:
+        return f"{arm.processes} / {arm.samples}"
+    v = getattr(arm, key)
+    return "-" if v is None else f"{v:.0f} %" if key == "power_capped_pct" else f"{v:.0f}"
 
 
 def _mhz(c) -> str:

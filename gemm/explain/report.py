@@ -1,7 +1,8 @@
 """Two builds of a kernel compared: what changed in the defines, the resources of each entry
 point, its SASS mix (whole function and the K loop per iteration), the K loop's body and the
 launch, and one summary line naming the largest differences (with, where the sides ran on a
-GPU, gemm.explain.gpureport's: time, counters, stalls, machine). Pure: builds in, data out.
+GPU, gemm.explain.gpureport's: time, counters, stalls, machine; for a drop the gate confirmed,
+the machine over its A/B, gemm.explain.abmachine). Pure: builds in, data out.
 
 The JSON document (schema gemm.explain/1) is described in docs/explain.md.
 """
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from . import resources as res
 from . import sass
+from .abmachine import ABMachine
 from .build import Build
 from .gpureport import GpuReport, gpu_parts
 
@@ -78,6 +80,7 @@ class Explanation:
     options: list = field(default_factory=list)   # [old nvcc flags, new] where they differ
     summary: str = ""
     gpu: GpuReport | None = None                  # both sides on the GPU (None: --static)
+    ab_machine: ABMachine | None = None           # the gate's A/B of these commits, its machine
 
     @property
     def identical_sass(self) -> bool:
@@ -103,6 +106,7 @@ class Explanation:
                          "launch": self.launch, "identical_sass": self.identical_sass,
                          "identical": self.identical},
                 "gpu": self.gpu.to_dict() if self.gpu is not None else None,
+                "ab_machine": self.ab_machine.to_dict() if self.ab_machine else None,
                 "summary": self.summary}
 
 
@@ -177,8 +181,10 @@ def _loop_part(d: EntryDiff, limit: int = 3) -> str:
 
 def summarise(ex: Explanation) -> str:
     """The largest differences, most telling first, in one line: the builds', then (where
-    the sides ran on a GPU) the time, counters, stalls and machine."""
-    return "; ".join([static_summary(ex), *gpu_parts(ex.gpu, ex.identical)])
+    the sides ran on a GPU) the time, counters, stalls and machine, then the machine over the
+    gate's A/B where the explanation has it."""
+    ab = [ex.ab_machine.part()] if ex.ab_machine else []
+    return "; ".join([static_summary(ex), *gpu_parts(ex.gpu, ex.identical), *ab])
 
 
 def static_summary(ex: Explanation) -> str:
@@ -228,7 +234,8 @@ def attachment(doc: dict) -> dict:
     """What a confirmed DROP's row keeps of a gemm.explain/1 document (its `explanation`,
     docs/gate.md): the summary line, the mode, both commits and the compact differences
     (defines, resources per entry, the main K loop's mix per iteration, the launch, and where
-    the sides ran on a GPU its time, counters, stalls and machine); never the SASS or its diff."""
+    the sides ran on a GPU its time, counters, stalls and machine, and the machine over the
+    gate's A/B); never the SASS or its diff."""
     diff = doc.get("diff") or {}
     entries = diff.get("entries") or {}
     main = next(iter(entries.values()), {})
@@ -244,4 +251,4 @@ def attachment(doc: dict) -> dict:
             "loop_mix": main.get("loop_mix") or {}, "launch": diff.get("launch") or {},
             "identical": bool(diff.get("identical")),
             "gpu": {"device": gpu.get("device", ""), **(gpu.get("diff") or {})}
-            if doc.get("mode") == "gpu" else None}
+            if doc.get("mode") == "gpu" else None, "ab_machine": doc.get("ab_machine")}

@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..machine import nvml
 from . import ncu as _ncu
-from . import nvml
 from .build import Build
 from .gpureport import Counters, GpuReport, SideRun
 

@@ -25,8 +25,9 @@ def power_note(ab, r: Row, e) -> str:
             + (f" (--max-rounds {ab.cfg.max_rounds})" if need > ab.cfg.max_rounds else ""))
 
 
-def finish(ab) -> None:
-    """Each row's verdict, note and effects from its comparisons in a finished ABRun."""
+def finish(ab, machine=None) -> None:
+    """Each row's verdict, note and effects from its comparisons in a finished ABRun; with
+    `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures."""
     by_row: dict[int, list[int]] = {}
     for i, (r, _) in enumerate(ab.comps):
         by_row.setdefault(id(r), []).append(i)
@@ -83,6 +84,7 @@ def finish(ab) -> None:
                               "overtime": i in ab.over_measured,
                               # may the next commit carry these rounds (gemm.track.carry)?
                               "carry": i not in ab.untrusted,
+                              "machine": machine.pair(c, ab.new) if machine else None,
                               # the per-process values it was decided on, in round
                               # order, so a later rule can be tried on this evidence
                               "values": {"first": [a for a, _ in refs],

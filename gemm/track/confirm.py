@@ -1,9 +1,12 @@
 """Deciding the gate's candidates ("drop?"): DROP, noise or UNRESOLVED, by an A/B of the new
 code against each commit it was flagged against (gemm.track.abrun), none where git shows the
 same measured code; without a GPU by a kept verdict, else an unconfirmed DROP (docs/gate.md).
+The GPU's SM clock, power and temperature are sampled (gemm.machine.nvml) while each arm's
+process runs, and each comparison's effect keeps both arms' figures.
 """
 from __future__ import annotations
 
+from ..machine import nvml
 from . import abreport, abtest, plan
 from .abrun import ABRun, Stop, in_trees
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
@@ -45,8 +48,9 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
         tree: dict = {}
-        ab = ABRun(comparisons, cfg, new_commit, in_trees(tree), lambda s: log(f"regress: {s}"),
-                   calibration, plan.speeds(rows))
+        machine = nvml.ArmSamples()   # the GPU sampled while each arm's process runs
+        ab = ABRun(comparisons, cfg, new_commit, machine.sampling(in_trees(tree)),
+                   lambda s: log(f"regress: {s}"), calibration, plan.speeds(rows))
         try:
             with abtest.trees(repo, refs + [new_commit]) as trees:
                 tree.update(trees)
@@ -55,7 +59,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             # what the A/B had decided stands, the rest is UNRESOLVED
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
-        abreport.finish(ab)
+        abreport.finish(ab, machine)
     for r in cands:
         _add_identical(r)
     return cands

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..core import metrics
-from ..core.problem import Problem
+from ..core.problem import same_size
 
 FORMAT = 2   # 1 keyed rows by the metric's display label ("TFLOPS"); 2 by its key ("tflops")
 
@@ -87,20 +87,13 @@ def load(root, machine: str, commit: str) -> dict:
 
 # --- explanations of confirmed drops -------------------------------------------------------
 
-def _same_size(a, b) -> bool:
-    try:
-        return Problem.parse(a).label == Problem.parse(b).label
-    except (ValueError, TypeError):
-        return str(a) == str(b)
-
-
 def attach_to_rows(rows, kernel: str, size: str, explanation: dict) -> int:
     """Set `explanation` on the DROP rows (dicts) of `kernel` at `size`, every metric, in
     place; returns how many."""
     n = 0
     for r in rows if isinstance(rows, list) else []:
         if (isinstance(r, dict) and r.get("verdict") == "DROP" and r.get("kernel") == kernel
-                and _same_size(r.get("size"), size)):
+                and same_size(r.get("size"), size)):
             r["explanation"] = explanation
             n += 1
     return n
