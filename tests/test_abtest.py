@@ -240,7 +240,7 @@ def test_an_arm_measures_under_its_trees_confirm_policy_where_it_has_one(tmp_pat
                        (old, "SUITE = Policy()\n")):
         (tree / "gemm" / "core").mkdir(parents=True)
         (tree / "gemm" / "core" / "policy.py").write_text(text)
-    monkeypatch.setattr(abtest, "_CONFIRM", {})
+    abtest._source_has.cache_clear()
     assert abtest.policy_args(new) == ["--policy", "confirm"]
     assert abtest.policy_args(old) == []
     seen = []
@@ -268,7 +268,7 @@ def test_an_arm_is_one_process_of_task_pairs_and_a_tree_without_task_is_refused(
     for tree, text in ((new, 'me.add_argument("--task", action="append")\n'), (old, "")):
         (tree / "gemm" / "cli").mkdir(parents=True)
         (tree / "gemm" / "cli" / "main.py").write_text(text)
-    monkeypatch.setattr(abtest, "_TASKS", {})
+    abtest._source_has.cache_clear()
     assert abtest.has_tasks(new) and not abtest.has_tasks(old)
     seen = []
 

@@ -11,10 +11,11 @@ guards against (the numbering of the boundary-tests brief):
  1. the looks factor (max_rounds - min_rounds + 1) dropped from the family
  2. the x2 restart factor dropped from the family
  3. a one-sided quantile, 1 - alpha / family, where two-sided 1 - alpha / family / 2 is meant
- 4. the robust rule ignoring the family (family -> 1 in effect_robust)
+ 4. the robust rule ignoring the family (family -> 1 in effect_trimmed)
  5. the robust rule omitting the new arm's variance
  6. the A/A guard's variance factor 2 (1 + k^2) replaced by 2
- 7. decision.TAIL_RATIO 1.25 -> 1.7 (which series the committed calibration sends to Huber)
+ 7. decision.TAIL_RATIO 1.25 -> 1.7 (which series the committed calibration sends to the
+    robust rule, trimmed means)
 """
 import json
 import math
@@ -103,38 +104,45 @@ def test_the_mean_rule_at_the_drop_boundary():
     assert GateConfig().decide(ref, new, DELTA, family, prior, None).verdict == d.AMBIGUOUS
 
 
-# a robust prior: Huber's cut-off at 1.5 x 0.004; the small-arm factors differ per arm size
-ROBUST = d.RobustNoise(scale=0.004, sigma=0.003, dof=30, small=(1.0, 1.5, 1.4, 1.3, 1.2, 1.1))
-REF_OFF = (-0.002, 0.002, -0.001, 0.001, 0.0, 0.0)     # 6 values, mean 0, all within the cut
-NEW_OFF = (-0.002, 0.002, 0.001, -0.001)               # 4 values, mean 0
+# the robust rule: Yuen's 20 % trimmed means; 6 reference values, 8 new ones (one cut at each
+# end of each arm), with a winsorized-variance prior
+ROBUST = d.Noise(0.003, 30)
+REF_OFF = (-0.003, 0.002, -0.001, 0.001, 0.0, 0.004)
+NEW_OFF = (-0.002, 0.002, 0.001, -0.001, 0.0, 0.003, -0.004, 0.0005)
 
 
 def _robust_case(side: float):
-    """The robust rule's interval for 6 reference values against 4 new ones, none past
-    Huber's cut-off (so each location is the arm's mean and the run's sandwich variance its
-    plain pooled variance, 8 dof), placed `side` * EPS from -MARGIN."""
-    run_ss = sum(o * o for o in REF_OFF) + sum(o * o for o in NEW_OFF)
-    run_dof = len(REF_OFF) + len(NEW_OFF) - 2
-    dof = ROBUST.dof + run_dof
-    var = (ROBUST.dof * ROBUST.sigma ** 2 + run_ss) / dof
-    se = math.sqrt(var) * math.sqrt(1.1 / 6 + 1.3 / 4)     # small[5] for 6, small[3] for 4
+    """The interval from first principles (scipy's trim_mean and winsorize): each arm's
+    variance (n - 1) s_w^2 / (h (h - 1)), s_w^2 both arms' winsorized sums of squares pooled
+    with the prior's by dof (h - 1 per arm), placed `side` * EPS from -MARGIN."""
+    import numpy as np
+    from scipy.stats import mstats, trim_mean
+    arms = [np.array(REF_OFF), np.array(NEW_OFF)]
+    hs = [len(a) - 2 * int(0.2 * len(a)) for a in arms]
+    wss = [np.var(np.asarray(mstats.winsorize(a, limits=(0.2, 0.2))), ddof=1) * (h - 1)
+           for a, h in zip(arms, hs)]
+    dof = ROBUST.dof + sum(h - 1 for h in hs)
+    var = (ROBUST.dof * ROBUST.sigma ** 2 + sum(wss)) / dof
+    se = math.sqrt(var * sum((len(a) - 1) / (h * (h - 1)) for a, h in zip(arms, hs)))
     half = t2(dof) * se
     dd = -MARGIN - half + side * EPS
+    shift = dd - (trim_mean(NEW_OFF, 0.2) - trim_mean(REF_OFF, 0.2))
     ref = [values(0.0, REF_OFF[i:i + 2]) for i in (0, 2, 4)]
-    new = [values(dd, NEW_OFF[i:i + 2]) for i in (0, 2)]
+    new = [values(shift, NEW_OFF[i:i + 2]) for i in (0, 2, 4, 6)]
     return ref, new, dd + half
 
 
 def test_the_robust_rule_at_the_drop_boundary():
-    """Mutations 3 (effect_robust), 4 and 5: the gate (GateConfig.decide with a robust prior)
-    decides by Huber locations at the exact family, two-sided level, pooled sandwich variance
-    and both arms' shares of it: a hair below -delta/2 is a DROP, a hair above AMBIGUOUS.
-    Family 1, a one-sided quantile or no new arm's share narrow it: the second becomes a DROP."""
+    """Mutations 3 (effect_trimmed), 4 and 5: the gate (GateConfig.decide with a robust prior)
+    decides by Yuen's trimmed means at the exact family, two-sided level, pooled winsorized
+    variance and both arms' shares of it: a hair below -delta/2 is a DROP, a hair above
+    AMBIGUOUS. Family 1, a one-sided quantile or no new arm's share narrow it: the second
+    becomes a DROP."""
     family = d.family_size(3, 1, 8)
     ref, new, hi = _robust_case(-1)
     e = GateConfig().decide(ref, new, DELTA, family, d.Noise(0.003, 30), ROBUST)
-    assert e.verdict == d.DROP and abs(e.hi - hi) < EPS / 10 and e.dof == 38
-    assert (e.n_ref, e.n_new) == (6, 4)
+    assert e.verdict == d.DROP and abs(e.hi - hi) < EPS / 10 and e.dof == 30 + 3 + 5
+    assert (e.n_ref, e.n_new, e.rule) == (6, 8, "trimmed")
     ref, new, hi = _robust_case(+1)
     e = GateConfig().decide(ref, new, DELTA, family, d.Noise(0.003, 30), ROBUST)
     assert e.verdict == d.AMBIGUOUS and abs(e.hi - hi) < EPS / 10
@@ -187,45 +195,36 @@ def _synthetic(sigma: float) -> calibration.Calibration:
 
 
 def test_heavy_tailed_at_the_tail_ratio():
-    """Mutation 7: a series is heavy-tailed when its sd exceeds 1.25 x the sandwich sd of its
-    Huber-weighted values. Offsets (-2..2) x 0.001: MAD 0.001, robust sd 1.4826e-3, so no
-    value lies past 1.5 robust sds and the sandwich sd is the plain sample sd, sqrt(2.5) e-3.
-    A ratio a hair either side of 1.25 flips; 1.69 (between 1.25 and 1.7) is heavy-tailed."""
-    sandwich = math.sqrt(sum((0.001 * o) ** 2 for o in range(-2, 3)) / 4)
+    """Mutation 7: a series is heavy-tailed when its sd exceeds 1.25 x the sd of one value's
+    share of a trimmed mean of its A/A values, sqrt(n (n - 1) / (h (h - 1))) winsorized sds.
+    Offsets (-2..2) x 0.001: one cut at each end (h = 3), winsorized to (-1, -1, 0, 1, 1) x
+    0.001, s_w^2 = 1e-6, so that sd is sqrt(20 / 6) e-3. A ratio a hair either side of 1.25
+    flips; 1.69 (between 1.25 and 1.7) is heavy-tailed."""
+    share = math.sqrt(5 * 4 / (3 * 2)) * 0.001
     key = ("07_bank_conflict_free", "2048", "tflops")
-    assert not _synthetic(1.25 * (1 - 1e-6) * sandwich).heavy_tailed(*key)
-    assert _synthetic(1.25 * (1 + 1e-6) * sandwich).heavy_tailed(*key)
-    assert _synthetic(1.69 * sandwich).heavy_tailed(*key)
-    assert not _synthetic(1.69 * sandwich).heavy_tailed("07_bank_conflict_free", "4096", "tflops")
+    assert not _synthetic(1.25 * (1 - 1e-6) * share).heavy_tailed(*key)
+    assert _synthetic(1.25 * (1 + 1e-6) * share).heavy_tailed(*key)
+    assert _synthetic(1.69 * share).heavy_tailed(*key)
+    assert not _synthetic(1.69 * share).heavy_tailed("07_bank_conflict_free", "4096", "tflops")
 
 
-# the committed calibration's series whose sd exceeds 1.25 x their sandwich sd (ratios as
-# of calibration/h200.json: 07 2048 1.99 / 1.65, 11 1000 1.29, 11 4096 1.38, 12 1000 1.29,
-# 13 1000 1.59, 14 1024 1.29, 14 4096 2.70; every other series 0.59-1.20)
+# the committed calibration's series whose sd exceeds 1.25 x the sd of one value's share of a
+# trimmed mean (ratios as of calibration/h200.json: 14 4096 % 4.08, 13 1000 % 2.19, 07 2048
+# 2.09 / 1.58, 14 1024 % 1.71, 11 4096 1.47, 11 1000 1.30; every other series 0.69-1.24)
 ROBUST_SERIES = {
     ("07_bank_conflict_free", "2048", "pct_of_cublas"),
     ("07_bank_conflict_free", "2048", "tflops"),
     ("11_tf32_wmma", "1000", "tflops"),
     ("11_tf32_wmma", "4096", "tflops"),
-    ("12_tf32_mma_sync", "1000", "tflops"),
     ("13_tf32_wgmma_tma", "1000", "pct_of_cublas"),
     ("14_bf16_wgmma_tma", "1024", "pct_of_cublas"),
     ("14_bf16_wgmma_tma", "4096", "pct_of_cublas"),
 }
 
 
-def test_the_committed_calibration_sends_exactly_these_series_to_the_robust_rule(monkeypatch):
+def test_the_committed_calibration_sends_exactly_these_series_to_the_robust_rule():
     """Mutation 7: the exact set of series of calibration/h200.json with a robust prior (at
-    1.7 only 07 at 2048 for % of cuBLAS and 14 at 4096 would be left). The small-arm factors'
-    resampling is cut to a few draws for speed: it sets their values, never whether a
-    prior exists."""
-    real = d.robust_noise
-
-    def quick(parts, **kw):
-        kw.setdefault("max_n", 2)
-        kw.setdefault("draws", 50)
-        return real(parts, **kw)
-    monkeypatch.setattr(d, "robust_noise", quick)
+    1.7 only 13 at 1000, 14 at 1024 and 4096 and 07 at 2048 for % of cuBLAS would be left)."""
     doc = json.loads((ROOT / "calibration" / "h200.json").read_text())
     cal = calibration.of_doc("h200", doc)
     assert len(cal.noise) == 56

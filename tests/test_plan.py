@@ -157,7 +157,7 @@ def test_measure_reports_each_targets_seconds_and_the_rest(tmp_path, monkeypatch
     tree = tmp_path / "t"
     (tree / "gemm" / "cli").mkdir(parents=True)
     (tree / "gemm" / "cli" / "main.py").write_text('me.add_argument("--task")\n')
-    monkeypatch.setattr(abtest, "_TASKS", {})
+    abtest._source_has.cache_clear()
     clock = iter([100.0, 110.0])
     monkeypatch.setattr(abtest, "time", SimpleNamespace(monotonic=lambda: next(clock)))
 

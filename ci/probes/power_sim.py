@@ -18,9 +18,8 @@ Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GP
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
 ROUNDS (default 3 5), OVERTIME=N (what is on course for a DROP goes on for up to N rounds
 more within the cap, as GateConfig.overtime_s), FAMILY (the Bonferroni family; default a
-trial's), HUBER=naive (or 1) or HUBER=sandwich (a third column: huber_rule, a naive robust
-alternative, or the gate's robust rule, GateConfig.robust; HUBER_K the Huber constant,
-default 1.5), MAX_ROUNDS (the cap the family is counted with; default the gate's), SHARES
+trial's), ROBUST=1 (a third column: the gate's robust rule, GateConfig.robust: trimmed
+means with the series' trimmed-mean prior), MAX_ROUNDS (the cap the family is counted with; default the gate's), SHARES
 (0 0.005 0.01 0.02), SERIES (default: the tflops series of 05, 07, 09 at 2048-8192), SEED.
 """
 import json
@@ -37,48 +36,8 @@ from gemm.track.calibrate import robust_sd
 from gemm.track.gate import GateConfig, Row, Verdict
 
 MAD_EFFICIENCY = 0.37
-HUBER_K = float(os.environ.get("HUBER_K", "1.5"))
-HUBER = {"1": "naive"}.get(os.environ.get("HUBER", ""), os.environ.get("HUBER", ""))
+ROBUST = os.environ.get("ROBUST", "")
 KEY = ("sim", "4096", "tflops")   # the simulated series (4096: the large class's floor)
-
-
-def huber_variance(k=HUBER_K):
-    """Asymptotic variance of the Huber location estimate at the standard normal (per value)."""
-    from scipy.stats import norm
-    inside = norm.cdf(k) - norm.cdf(-k)
-    e_psi2 = inside - 2 * k * norm.pdf(k) + k * k * (1 - inside)
-    return e_psi2 / inside ** 2
-
-
-def huber_rule(ref, new, delta, alpha, family, prior):
-    """An alternative, not the gate's (HUBER=1): each arm's location the Huber estimate of all
-    its process log values (scale: the prior's sd, meant to be the robust sd), so a few
-    processes in a slow state weigh little; the interval d +- t se, se = sd sqrt(v_k (1/n_ref +
-    1/n_new)), t at the prior's degrees of freedom, the gate's level and margins. (It gives up
-    the round blocking, which cancels drift; resampled values have none.)"""
-    from scipy.stats import t as student
-    lr = [math.log(x) for r in ref for x in r]
-    ln = [math.log(x) for r in new for x in r]
-    d = (decision.huber_location(ln, prior.sigma, HUBER_K)
-         - decision.huber_location(lr, prior.sigma, HUBER_K))
-    se = prior.sigma * math.sqrt(huber_variance() * (1 / len(lr) + 1 / len(ln)))
-    q = float(student.ppf(1 - alpha / family / 2, prior.dof))
-    lo, hi = d - q * se, d + q * se
-    return decision.Effect(d, lo, hi, prior.sigma, prior.dof, len(lr), len(ln),
-                           decision.classify(lo, hi, delta / 2))
-
-
-class NaiveHuber(GateConfig):
-    """The gate, deciding by huber_rule."""
-    def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior):
-        return huber_rule(ref_rounds, new_rounds, delta, self.alpha, family, prior)
-
-
-class Sandwich(GateConfig):
-    """The gate's robust rule (decision.effect_robust) at HUBER_K."""
-    def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior):
-        return decision.effect_robust(ref_rounds, new_rounds, delta, self.alpha, family,
-                                      robust_prior, HUBER_K)
 
 
 def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
@@ -124,11 +83,9 @@ def main(argv):
     print(f"{path}: {trials} simulated A/Bs per cell; family {family}; alpha {cfg.alpha}; "
           f"P(DROP) per share, with the sd as the prior (the gate's) | with the robust sd "
           f"({MAD_EFFICIENCY} of the dof)"
-          + ({"naive": f" | Huber locations (k {HUBER_K}) with the robust sd",
-              "sandwich": f" | the gate's robust rule (k {HUBER_K}: Huber locations, "
-                          f"sandwich sd of the A/A pooled with the run's)"}.get(HUBER, "")))
+          + (" | the gate's robust rule (trimmed means)" if ROBUST else ""))
     head = "series    sd %  rob %  rounds  " + "  ".join(
-        f"{100 * s:>5.1f} % sd |   rob" + (" | huber" if HUBER else "") for s in shares)
+        f"{100 * s:>5.1f} % sd |   rob" + (" | trim" if ROBUST else "") for s in shares)
     print(head)
     for row in doc["noise"]:
         name = f"{row['kernel'][:2]}@{row['size']}"
@@ -153,12 +110,10 @@ def main(argv):
         alt = decision.Noise(robust, max(1, round(MAD_EFFICIENCY * row["dof"])))
         own = decision.Noise(row["sigma"], row["dof"])
         columns = [(cfg, own, None), (cfg, alt, None)]
-        if HUBER == "naive":
-            columns.append((NaiveHuber(max_rounds=cap), alt, None))
-        elif HUBER == "sandwich":
+        if ROBUST:
             parts = [p["values"] for p in row.get("parts") or []] or [row["values"]]
-            columns.append((Sandwich(max_rounds=cap), own, decision.robust_noise(
-                [[v for v in vs if v] for vs in parts], HUBER_K)))
+            got = decision.trimmed_noise([[v for v in vs if v] for vs in parts])
+            columns.append((cfg, own, got[0] if got else None))
         for rounds in rounds_list:
             cells = []
             for share in shares:

@@ -137,12 +137,12 @@ def _print_noise(doc: dict) -> None:
         rounds = lambda r: "-"  # noqa: E731
     from ..track.calibration import of_doc
     cal = of_doc(doc.get("machine"), doc)
-    print("rule: how the gate's A/B decides the series: by means, or by Huber locations "
+    print("rule: how the gate's A/B decides the series: by means, or by trimmed means "
           "where the A/A shows a heavy tail (the rounds column is the mean rule's).")
     rows = []
     for r in doc.get("noise") or []:
         tail = tail_of(r.get("values") or [])
-        rule = "huber" if cal.heavy_tailed(r["kernel"], r["size"], r["metric"]) else "mean"
+        rule = "trimmed" if cal.heavy_tailed(r["kernel"], r["size"], r["metric"]) else "mean"
         rows.append([r["kernel"], r["size"], r["metric"], f"{r['median']:.4g}",
                      f"{100 * r['sigma']:.3f}",
                      f"{100 * tail[0]:.3f}" if tail else "-", tail[1] if tail else "-", r["dof"],
@@ -203,8 +203,9 @@ def _trials_made_under(gate: dict) -> str:
                 "effect": f"minimum effect {100 * eff.get('large', 0):g} % at 2048^3 and up",
                 "rounds": f"rounds {g.get('min_rounds')}-{g.get('max_rounds')}",
                 "budget": f"budget {g.get('budget_s', 0):g} s",
-                "rule": "Huber locations for heavy-tailed series" if g.get("robust")
-                        else "means only",
+                "rule": {True: "Huber locations for heavy-tailed series",
+                         "trimmed": "trimmed means for heavy-tailed series"}.get(
+                             g.get("robust"), "means only"),
                 "overtime": f"overtime {g['overtime_s']:g} s" if g.get("overtime_s")
                             else "no overtime"}
     from ..track.gate import GateConfig

@@ -41,7 +41,7 @@ def add_arguments(p) -> None:
     p.add_argument("--mean-rule", action="store_true",
                    help="decide every series by the mean of its processes' log values; by "
                    "default a series whose calibration shows a heavy tail (a few processes in "
-                   "a slow state) is decided by Huber locations")
+                   "a slow state) is decided by trimmed means (Yuen)")
     p.add_argument("--budget", type=float, default=GateConfig.budget_s, metavar="S",
                    help="A/B wall time (default 180): each round takes what fits in the "
                    "time left (what a round costs is learned as measured), the most "

@@ -1,5 +1,4 @@
-"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note and effects: what the
-reports, the kept verdicts and the next commit's carried evidence read."""
+"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note and effects."""
 from __future__ import annotations
 
 import math
@@ -10,7 +9,7 @@ from .gate import Row, Verdict
 
 
 def power_note(ab, r: Row, e) -> str:
-    """How many rounds this noise needs for a decision (decision.rounds_needed)."""
+    """How many rounds this noise needs (decision.rounds_needed)."""
     if not e.sigma or e.sigma != e.sigma:
         return ""
     prior = ab.prior(r)
@@ -43,7 +42,7 @@ def finish(ab, machine=None) -> None:
             ref = [x for p in refs[kept:] for x in p if x is not None]
             new = [x for x in ab.new_values(r) if x is not None]
             if new:
-                r.remeasured = r.ab_new = stats.median(new)
+                r.ab_new = stats.median(new)
             if ref and r.ab_reference is None:
                 r.ab_reference = stats.median(ref)
             if i in ab.failed:
@@ -68,8 +67,8 @@ def finish(ab, machine=None) -> None:
                 parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
             if ab.cal is not None and ab.cal.borrowed(r.kernel, r.size, r.metric):
                 parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
-            elif ab.robust_prior(r) is not None:
-                parts[-1] += " (Huber locations: the robust rule)"
+            elif e.rule == "trimmed":
+                parts[-1] += " (trimmed means: the robust rule)"
             if i in ab.over_measured:
                 parts[-1] += " (overtime: measured past the time budget)"
             if kept:
@@ -81,7 +80,7 @@ def finish(ab, machine=None) -> None:
                               "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
                               "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
                               "n_new": e.n_new,
-                              "rule": "huber" if ab.robust_prior(r) is not None else "mean",
+                              "rule": e.rule,
                               "overtime": i in ab.over_measured,
                               # may the next commit carry these rounds (gemm.track.carry)?
                               "carry": i not in ab.untrusted,

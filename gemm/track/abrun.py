@@ -1,20 +1,11 @@
-"""The A/B engine, one for the gate, the calibration's trials and ci/probes/power_sim.py.
+"""The A/B engine of the gate, the calibration's trials and ci/probes/power_sim.py.
 
-Comparisons [(row, reference arm)] against one new arm, in palindromic rounds (R1 R2 N N R2
-R1, so a linear drift falls on every arm alike), each arm in its own processes. An arm is a
-label and `measure(label, series) -> (values, walls)`: git worktrees for the gate (in_trees,
-gemm.track.confirm), one tree slowed by injected delays for a trial (gemm.track.calibrate),
-resampled A/A values for the simulation. After `min_rounds` rounds, and after each round up
-to `max_rounds`, each comparison is decided (GateConfig.decide) at a Bonferroni level over
-every comparison, look and the one restart. The A/A control (each reference's first
-processes against its last, on series whose noise is known) guards the run: if the same code
-moved, the rounds are discarded and measured once more; if it moves again, what is undecided
-is left open. Each round takes the undecided comparisons that fit in the time budget left
-(gemm.track.plan), by priority, and a comparison may join in a later round (paired round by
-round); what finds no room, or is undecided when no round fits, is left open (`closed`, with
-a Stop), but for overtime (GateConfig.overtime_s): what is on course for a DROP that the
-round cap can still reach (decision.reachable) is measured on, alone, in rounds that fit in
-overtime_s more. gemm.track.abreport turns a finished run into each row's verdict and note.
+Comparisons [(row, reference arm)] against one new arm in palindromic rounds (R1 R2 N N R2 R1),
+an arm being a label and `measure(label, series) -> (values, walls)`. Each round takes the
+undecided comparisons that fit the time left (gemm.track.plan), by priority; from `min_rounds`
+each is decided (GateConfig.decide) at the Bonferroni family; the A/A control may restart the
+run once; past the budget, what can still reach a DROP goes on, alone, for overtime_s more.
+What is left open is `closed` with a Stop. docs/gate.md section 3 describes it.
 """
 from __future__ import annotations
 
@@ -91,7 +82,6 @@ class ABRun:
                 and i not in self.failed and i not in self.moot and i not in self.closed]
 
     def measure_round(self, n: int, chosen: list[int]) -> None:
-        """Round n over the comparisons `chosen` (what else their targets give comes free)."""
         self.n = n
         by_ref: dict[str, list[Row]] = {}
         for i in chosen:
@@ -130,9 +120,8 @@ class ABRun:
         self.upto.setdefault(i, len(self.paired(i)[0]))
 
     def paired(self, i: int) -> tuple[list, list, list]:
-        """Comparison i's rounds: ([[first, last] of the reference], [[new, new]], [k]),
-        round by round, only rounds in which both its arms were measured in full; once it
-        left the undecided (decided, closed), only the rounds it had then."""
+        """Comparison i's complete rounds, kept ones first: ([[first, last]], [[new, new]], [k]);
+        once it left the undecided, only those it had then."""
         r, c = self.comps[i]
         key = (r.kernel, r.size, r.metric)
         ref, new = self.values.get((c, key), {}), self.values.get((self.new, key), {})
@@ -147,7 +136,7 @@ class ABRun:
         return (refs, news, ks) if upto is None else (refs[:upto], news[:upto], ks[:upto])
 
     def kept(self, i: int) -> int:
-        """How many of comparison i's rounds were kept from an earlier commit (gemm.track.carry)."""
+        """How many of comparison i's rounds were kept from an earlier commit (carry)."""
         r, c = self.comps[i]
         return len(carried(r.carried_rounds.get(c))[0])
 
@@ -157,16 +146,12 @@ class ABRun:
         return [v for n in sorted(d) for v in d[n]]
 
     def reachable(self, i: int, e) -> bool:
-        """On course for a DROP and able to get there in the rounds left to it
-        (decision.reachable, with this comparison's own cap)."""
         cap = len(self.paired(i)[0]) + self.cfg.max_rounds - self.n
         return decision.reachable(e, self.comps[i][0].min_effect, cap)
 
     def priority(self, i: int) -> tuple:
-        """Which comparison a round takes first when not all fit the time left: those carried
-        UNRESOLVED from earlier commits and not measured yet, those on course for a DROP,
-        then those not measured yet (the furthest past their screen, or past their noise where
-        that is larger, first), then the others measured (the slowest estimate first)."""
+        """Carried and not measured yet, then those that can reach a DROP, then the unmeasured
+        (furthest past their screen or noise first), then the rest (slowest first)."""
         r, c = self.comps[i]
         if r.carried and (c, (r.kernel, r.size, r.metric)) not in self.values:
             return (-1, -len(r.carried))
@@ -183,9 +168,8 @@ class ABRun:
         return (1, (change or 0.0) / (scale or 1.0))
 
     def choose(self, left: float, first: bool = False) -> list[int]:
-        """The undecided comparisons a round can take in `left` seconds (gemm.track.plan),
-        by priority; a comparison whose target the round measures anyway comes free. The
-        first round takes at least the first comparison, whatever the budget."""
+        """The undecided comparisons a round can take in `left` seconds, by priority (one whose
+        targets the round measures anyway comes free; the first round takes at least one)."""
         arms: dict[str, set] = {}
         chosen = []
         for i in sorted(self.undecided(), key=self.priority):
@@ -203,16 +187,11 @@ class ABRun:
         return chosen
 
     def judges_gpu(self, r: Row) -> bool:
-        """Does this series' A/A control judge the GPU? Only where its noise is known: its own
-        calibration, or none at all (the rounds' own spread). Borrowed noise decides a drop
-        against the minimum effect fairly, but a series noisier than the one it borrows from
-        reads as a GPU that moved (docs/gate-history.md)."""
+        """Only a series with its own noise (or no calibration at all) judges the GPU."""
         return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
 
     def unstable(self) -> str | None:
-        """The first A/A control that moved, described; None if every one held. Judged on
-        the series whose noise is known (judges_gpu); where the undecided include none, the
-        rounds go unguarded, and the log says so once."""
+        """The first A/A control that moved, described; None if every one held."""
         todo = self.undecided()
         judges = [i for i in todo if self.judges_gpu(self.comps[i][0])]
         if todo and not judges and not self.unguarded:
@@ -239,13 +218,12 @@ class ABRun:
             refs, news, _ = self.paired(i)
             if len(refs) <= self.kept(i):   # not measured here yet (no room so far)
                 continue
-            if any(v is None for p in news for v in p):
-                self.failed[i] = (True, "the new code failed when measured here")
-                self.upto[i] = len(refs)
-                continue
-            if any(v is None for p in refs for v in p):
-                self.failed[i] = (False, f"the reference {c[:10]} failed when measured here")
-                self.upto[i] = len(refs)
+            for new, arm in ((True, news), (False, refs)):
+                if i not in self.failed and any(v is None for p in arm for v in p):
+                    who = "the new code" if new else f"the reference {c[:10]}"
+                    self.failed[i] = (new, f"{who} failed when measured here")
+                    self.upto[i] = len(refs)
+            if i in self.failed:
                 continue
             if len(refs) < self.cfg.min_rounds:
                 continue
@@ -266,16 +244,15 @@ class ABRun:
                 self.upto.setdefault(i, len(self.paired(i)[0]))
 
     def effect(self, i: int):
-        """Comparison i's effect on the rounds it was measured in (GateConfig.decide; kept
-        rounds: round by round by means)."""
+        """Comparison i's effect (kept rounds: by means, round by round)."""
         r, _ = self.comps[i]
         refs, news, _ = self.paired(i)
         robust = None if self.kept(i) else self.robust_prior(r)
         return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust)
 
     def estimate(self, i: int):
-        """Comparison i's decision, or where it has none, the effect of its rounds here (left
-        open: AMBIGUOUS); None without a complete round here, or with a failed value."""
+        """Comparison i's decision, else its effect so far (AMBIGUOUS); None without a
+        complete round here or with a failed value."""
         if i in self.decided:
             return self.decided[i]
         refs, news, _ = self.paired(i)
@@ -331,13 +308,11 @@ class ABRun:
         self.end(Stop.CAP, f"still ambiguous after {total} rounds")
 
     def end(self, stop: Stop, why: str) -> None:
-        """Close every undecided comparison for `why`."""
         for i in self.undecided():
             self.close(i, stop, why)
 
     def past_budget(self, total: int) -> None:
-        """No further round fits the time budget: close what is undecided, but for what is on
-        course for a DROP (it goes on alone, overtime); each closed comparison keeps why."""
+        """No round fits the budget: close the undecided but what can reach a DROP (overtime)."""
         budget = self.cfg.budget_s
         keep = [i for i in self.undecided() if self.cfg.overtime_s > 0 and self.on_course(i)]
         waiting = [i for i in self.undecided() if not self.paired(i)[0]]
@@ -367,7 +342,6 @@ class ABRun:
             self.overtime.update(new)
 
     def on_course(self, i: int) -> bool:
-        """On course for a DROP that it can still reach within the round cap (overtime)."""
         try:
             return self.reachable(i, self.effect(i))
         except ValueError:       # no complete round, or a failed value
@@ -375,20 +349,15 @@ class ABRun:
 
 
 def carried(values: dict | None) -> tuple[list, list, list]:
-    """Kept rounds (a verdict's effect values: first, last, new in pairs, k) as paired()'s;
-    none unless every round is complete: positive numbers and an integer k for each."""
-    if not values:
-        return [], [], []
-    first, last, new, ks = (values.get(x) or [] for x in ("first", "last", "new", "k"))
+    """Kept rounds (a verdict's effect values) as paired()'s; none unless all are complete."""
+    first, last, new, ks = ((values or {}).get(x) or [] for x in ("first", "last", "new", "k"))
     n = len(first)
-    ok = (n and len(last) == n and len(new) == 2 * n and len(ks) == n
-          and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0
-                  and math.isfinite(x) for x in first + last + new)
-          and all(isinstance(k, int) and not isinstance(k, bool) and k > 0 for k in ks))
-    if not ok:
+    def number(x, kind=(int, float)) -> bool:
+        return isinstance(x, kind) and not isinstance(x, bool) and x > 0 and math.isfinite(x)
+    if not (n and len(last) == n == len(ks) and len(new) == 2 * n
+            and all(map(number, first + last + new)) and all(number(k, int) for k in ks)):
         return [], [], []
-    return ([[first[j], last[j]] for j in range(n)],
-            [new[2 * j:2 * j + 2] for j in range(n)], list(ks))
+    return [list(p) for p in zip(first, last)], [new[2 * j:2 * j + 2] for j in range(n)], list(ks)
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:

@@ -1,16 +1,11 @@
-"""A/B on this machine: the new commit's code against reference commits' code, in turns.
-
-Two lent H200s of the same name can differ by ~2 % on a kernel, so re-measuring only the new
-code would confirm a machine shift as a regression. Each commit is checked out in its own git
-worktree and measured through its own `python -m gemm measure --task K@S... --json F` (schema
-gemm.measure/1), one process per arm, in palindromic rounds (R1 R2 N N R2 R1) so that a linear
-drift falls on every arm alike. An arm measures under its tree's CONFIRM policy (what the
-calibration was made under), or its suite policy where it has none. gemm.track.abrun runs
-the rounds.
+"""The A/B's arms: each commit checked out in its own git worktree and measured by its own
+`python -m gemm measure --task K@S... --json F` (gemm.measure/1) under CONFIRM, one process a
+call; and what git tells about two commits' code (same_code, kernel_changed).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -24,9 +19,7 @@ from ..core import git, registry
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
-# what an arm's measurement runs: every kernel file and the registry (defines, tuned tables),
-# the core rules (problems, geometry, policy), the launch and measurement layers (which import
-# nothing else: tests/test_layers.py) and the entry point the A/B measures through
+# what an arm's measurement runs: kernels and registry, the layers it imports, its entry point
 MEASURED_BY = ("kernels", "gemm/core", "gemm/cuda", "gemm/measure", "gemm/__init__.py",
                "gemm/__main__.py", "gemm/cli/main.py", "gemm/cli/measure.py")
 
@@ -43,9 +36,8 @@ def _git(repo, *args) -> str:
 
 
 def same_code(repo, older: str, newer: str, kernel: str) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code (git: no change to MEASURED_BY)? Then
-    an A/B of the two is an A/A: both arms run the same code in the same environment. False
-    where git cannot tell, or for a kernel the registry does not know."""
+    """Does `newer` measure `kernel` with `older`'s code (git: no change to MEASURED_BY)?
+    False where git cannot tell, or for a kernel the registry does not know."""
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
@@ -54,9 +46,8 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
 
 
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
-    """What builds `kernel` at `rev`, from git: its registry entry, its .cu file and what it
-    includes from kernels/ (transitively), its tuned constants where it is tuned, and the nvcc
-    options (gemm/cuda/loader.py). None where git or the registry cannot say."""
+    """What builds `kernel` at `rev` (git): its registry entry, sources, tuned constants and
+    the nvcc options (gemm/cuda/loader.py); None where git or the registry cannot say."""
     import tomllib
 
     def show(path: str) -> str | None:
@@ -86,9 +77,7 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
 
 
 def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
-    """Did `kernel`'s code or build change from `older` to `newer` (_kernel_build)? False
-    where git cannot tell: then no A/B could check the commits out either (the screen alone
-    sends the series there)."""
+    """Did `kernel`'s code or build change from `older` to `newer`? False where git cannot tell."""
     a, b = _kernel_build(repo, older, kernel), _kernel_build(repo, newer, kernel)
     return a is not None and b is not None and a != b
 
@@ -128,34 +117,26 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
 
 
-_CONFIRM: dict = {}
-_TASKS: dict = {}
-_TASKS_MAIN: dict = {}
-
-
-def _source_has(cache: dict, tree: Path, relpath: str, needle: str) -> bool:
-    """Does the tree's file `relpath` contain `needle`? Read once per tree (no process start)."""
-    tree = Path(tree).resolve()
-    if tree not in cache:
-        try:
-            text = (tree / relpath).read_text()
-        except OSError:
-            text = ""
-        cache[tree] = needle in text
-    return cache[tree]
+@functools.cache
+def _source_has(tree: Path, relpath: str, needle: str) -> bool:
+    """Does the tree's file `relpath` contain `needle`? Read once per tree."""
+    try:
+        return needle in (tree / relpath).read_text()
+    except OSError:
+        return False
 
 
 def policy_args(tree: Path) -> list[str]:
     """`--policy confirm` where the tree's source has CONFIRM, else nothing (its suite policy)."""
     return (["--policy", "confirm"]
-            if _source_has(_CONFIRM, tree, "gemm/core/policy.py", "\nCONFIRM = ") else [])
+            if _source_has(Path(tree).resolve(), "gemm/core/policy.py", "\nCONFIRM = ") else [])
 
 
 def has_tasks(tree: Path) -> bool:
-    """Does this tree's `gemm measure` take `--task KERNEL@SIZE`? Read from its source (the
-    command's own module, or main.py where the commands shared one)."""
-    return (_source_has(_TASKS, tree, "gemm/cli/measure.py", '"--task"')
-            or _source_has(_TASKS_MAIN, tree, "gemm/cli/main.py", '"--task"'))
+    """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (from its source)?"""
+    tree = Path(tree).resolve()
+    return (_source_has(tree, "gemm/cli/measure.py", '"--task"')
+            or _source_has(tree, "gemm/cli/main.py", '"--task"'))
 
 
 def _values(got: dict, tree: Path) -> dict:
@@ -180,7 +161,7 @@ def _seconds(v) -> float:
 
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     """Add a process's seconds to `walls`: per asked-for target its records' open, check and
-    time seconds, the rest (start-up) under None. Unreadable entries count as start-up."""
+    time seconds, the rest (start-up) under None."""
     spent, per = 0.0, {}
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
         if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
@@ -207,8 +188,7 @@ def series_of(pairs) -> dict[str, list[str]]:
 
 
 def placements(doc: dict) -> dict:
-    """{(kernel, size): [the kernel's median s per operand placement]} from the records'
-    per_set ({} where they have none): was a slow process slow on every placement or a few?"""
+    """{(kernel, size): [the kernel's median s per operand placement]} from the records."""
     out = {}
     for r in doc.get("records") or []:
         sets = (r.get("kernel_time") or {}).get("per_set") or []
@@ -222,8 +202,7 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
             sets: dict | None = None, walls: dict | None = None) -> dict:
     """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
     in `tree`, in one `gemm measure --task` process. `env`: extra variables (fault injection);
-    `device` / `sets` / `walls`, if given, are filled with the GPU's description, the
-    per-placement medians (`placements`) and the seconds (`_walls`, for gemm.track.plan)."""
+    `device` / `sets` / `walls`, if given, get the GPU, `placements` and `_walls`."""
     tree = Path(tree).resolve()
     if not has_tasks(tree):
         raise ABError(f"the code of {tree.name} predates `gemm measure --task` and cannot be "

@@ -1,15 +1,5 @@
-"""Drift: the anchor commit every commit is also compared with, and where a series stepped.
-
-Steps under the screen add up: five commits that each cost a kernel 0.5 % pass one by one. So
-each commit is also compared with an anchor whose speed was accepted: `gemm regress --anchor
-REV`, else the newest tag matching ANCHOR_TAGS, else `commit = "<sha>"` in ANCHOR_FILE. Moving
-it is a reviewed decision in git.
-
-Where a series drifted, change points say at which commits: ruptures' PELT on the log values,
-penalty PENALTY * sigma^2 * ln(n), sigma from the robust spread of successive differences (a
-history that wanders between machines needs bigger steps). Not asv's step detection: its AR(1)
-noise model explains a staircase of 0.5 % steps as correlated noise.
-"""
+"""Drift: the anchor every commit is also compared with (--anchor, else the newest tag
+ANCHOR_TAGS, else ANCHOR_FILE), and where a series stepped (ruptures' PELT; docs/gate.md)."""
 from __future__ import annotations
 
 import tomllib
@@ -78,13 +68,10 @@ def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
 PENALTY = 4.0
 
 
-def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY,
-                 downs_only: bool = False) -> list[dict]:
-    """Where a higher-is-better series stepped: [{"commit", "before", "after", "change"}],
-    oldest first (before / after: the mean levels of the segments on each side; change < 0:
-    a step down). `points`: (commit, value) over the recorded history, oldest first. Steps up
-    are kept unless `downs_only`: a series that goes down and up again between commits is the
-    machine changing, and the reader should see both."""
+def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
+    """Where a series stepped: [{"commit", "before", "after", "change"}], oldest first, from
+    (commit, value) points; penalty PENALTY sigma^2 ln(n), sigma the robust spread of
+    successive log differences; steps up too (down and up again: the machine changing)."""
     import numpy as np
     import ruptures
     kept = [(c, v) for c, v in points if finite(v) and v > 0]
@@ -99,7 +86,6 @@ def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALT
     bounds = list(zip([0] + ends[:-1], ends))
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         before, after = float(np.exp(y[a0:b0].mean())), float(np.exp(y[a1:b1].mean()))
-        if after < before or not downs_only:
-            out.append({"commit": kept[a1][0], "before": before, "after": after,
-                        "change": after / before - 1})
+        out.append({"commit": kept[a1][0], "before": before, "after": after,
+                    "change": after / before - 1})
     return out

@@ -17,7 +17,6 @@ import json
 import math
 import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..core import stats
@@ -107,24 +106,11 @@ REFERENCE = "+0 %"   # a trial's reference arm: this code, no delay
 PROCEDURE = "a gate A/B per share"   # in the file's gate settings: trials join only their own
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """A series' A/B in a detection trial: its verdict (FAILED: a measurement failed), the
-    effect it rests on (None: not measured), why it was left open (None: decided), whether
-    it was measured past the time budget, and the process values (and placements) used."""
-    verdict: str
-    effect: decision.Effect | None
-    stopped: Stop | None
-    overtime: bool
-    values: dict
-
-
 def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = "",
           clock=None) -> dict:
-    """One detection trial: {(kernel, size, metric, share): Outcome}. Per share, one A/B of
-    the gate's engine (gemm.track.abrun: its family, budget, overtime, A/A control, stop
-    rule) of this code against itself slowed by the share, every series a comparison, with
-    the calibration `cal`'s noise."""
+    """One detection trial: per share, one A/B of the gate's engine of this code against
+    itself slowed by the share, every series a comparison, with `cal`'s noise. Returns
+    {(kernel, size, metric, share): its detection row (less trial, id and gpu)}."""
     medians = {(r["kernel"], r["size"], r["metric"]): r.get("median")
                for r in cal.doc.get("noise", [])}
     out = {}
@@ -146,11 +132,11 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = 
         ab.run()
         procs = [p for p in procs if p[0] == ab.restarts]
         for i, r in enumerate(rows):
-            out[(r.kernel, r.size, r.metric, sh)] = _outcome(ab, i, procs)
+            out[(r.kernel, r.size, r.metric, sh)] = _detection(ab, i, procs, cal)
     return out
 
 
-def _outcome(ab: ABRun, i: int, procs: list) -> Outcome:
+def _detection(ab: ABRun, i: int, procs: list, cal) -> dict:
     r = ab.comps[i][0]
     refs, news, _ = ab.paired(i)
     values: dict = {"ref": [x for p in refs for x in p], "new": [x for p in news for x in p]}
@@ -159,10 +145,15 @@ def _outcome(ab: ABRun, i: int, procs: list) -> Outcome:
     if r.metric == "tflops" and sets[REFERENCE]:
         values["placements"] = {"ref": sets[REFERENCE][:len(values["ref"])],
                                 "new": sets[ab.new][:len(values["new"])]}
-    e = ab.estimate(i)
-    verdict = "FAILED" if i in ab.failed else e.verdict if e else decision.AMBIGUOUS
-    closed = ab.closed.get(i)
-    return Outcome(verdict, e, closed.stop if closed else None, i in ab.over_measured, values)
+    e, p, closed = ab.estimate(i), cal.prior(r.kernel, r.size, r.metric), ab.closed.get(i)
+    return {"kernel": r.kernel, "size": r.size, "metric": r.metric,
+            "stopped": closed.stop if closed else None, "overtime": i in ab.over_measured,
+            "verdict": "FAILED" if i in ab.failed else e.verdict if e else decision.AMBIGUOUS,
+            "change": e.change if e else None,
+            "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
+            "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
+            "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
+            "rule": e.rule if e else "mean", "values": values}
 
 
 def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inject_sizes,
@@ -236,17 +227,9 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
         res = trial(root, inject_kernels, inject_sizes, shares, cfg, cal, log,
                     label=f"trial {t + 1}/{trials}: ")
         tag = secrets.token_hex(6)    # this trial's identity: a joined copy is not counted twice
-        for (k, sz, m, sh), o in sorted(res.items()):
-            e, p = o.effect, cal.prior(k, sz, m)
+        for (k, sz, m, sh), d in sorted(res.items()):
             det.append({"trial": first[sh] + t, "id": tag, "gpu": gpu,   # which GPU ran it
-                        "kernel": k, "size": sz, "metric": m, "share": sh,
-                        "stopped": o.stopped, "overtime": o.overtime, "verdict": o.verdict,
-                        "change": e.change if e else None,
-                        "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
-                        "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
-                        "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
-                        "rule": "huber" if cfg.robust and cal.robust_prior(k, sz, m) else "mean",
-                        "values": o.values})
+                        "kernel": k, "size": sz, "metric": m, "share": sh, **d})
         # written after every trial: a run cut short keeps the trials it finished
         calibration.save(out_dir, machine, {
             **base, "gate": gate, "noise": rows, **table_of(det)})
@@ -255,36 +238,26 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
 
 
 def summarize(det: list[dict], shares) -> list[dict]:
-    """Per kernel x size (TFLOPS): detections per share, and the smallest always detected."""
+    """Per kernel x size (TFLOPS): detections per share, their median change, and the smallest
+    share detected in every trial of it and of every larger share."""
     cells: dict = {}
     for d in det:
-        if d["metric"] != "tflops":
-            continue
-        c = cells.setdefault((d["kernel"], d["size"]), {})
-        c.setdefault(d["share"], []).append(d)
+        if d["metric"] == "tflops":
+            cells.setdefault((d["kernel"], d["size"]), {}).setdefault(d["share"], []).append(d)
     out = []
     for (k, s), by_share in sorted(cells.items()):
-        row = {"kernel": k, "size": s, "detected": {}, "median_change": {}}
-        for sh in sorted(by_share):
-            ds = by_share[sh]
-            hits = sum(d["verdict"] == decision.DROP for d in ds)
-            row["detected"][str(sh)] = f"{hits}/{len(ds)}"
-            ch = [d["change"] for d in ds if d["change"] is not None]
-            row["median_change"][str(sh)] = stats.median(ch) if ch else None
-        row["smallest_always_detected"] = _smallest(by_share)
-        out.append(row)
+        hits = {sh: sum(d["verdict"] == decision.DROP for d in ds) for sh, ds in by_share.items()}
+        always = [sh for sh in sorted(by_share)
+                  if all(hits[x] == len(by_share[x]) for x in by_share if x >= sh)]
+        changes = {sh: [d["change"] for d in ds if d["change"] is not None]
+                   for sh, ds in by_share.items()}
+        out.append({"kernel": k, "size": s,
+                    "detected": {str(sh): f"{hits[sh]}/{len(by_share[sh])}"
+                                 for sh in sorted(by_share)},
+                    "median_change": {str(sh): stats.median(changes[sh]) if changes[sh] else None
+                                      for sh in sorted(by_share)},
+                    "smallest_always_detected": min(always, default=None)})
     return out
-
-
-def _smallest(by_share: dict) -> float | None:
-    """The smallest share s such that every trial of s and of every larger share detected."""
-    best = None
-    for sh in sorted(by_share, reverse=True):
-        if all(d["verdict"] == decision.DROP for d in by_share[sh]):
-            best = sh
-        else:
-            break
-    return best
 
 
 def next_trial(det: list[dict], share) -> int:

@@ -1,11 +1,6 @@
-"""A runner's calibration: each series' process-to-process noise of the same code on this GPU
-(A/A), and what the A/B detects here (injected delays).
-
-Written by `gemm calibrate` to calibration/<machine>.json; the gate pools each series' sigma
-into the A/B's interval (decision.Noise). Used only if made for this asv machine, on a GPU of
-the same name, under CONFIRM, and under MAX_AGE_DAYS old; else the gate says why and uses the
-rounds' own spread (wider intervals).
-"""
+"""A runner's calibration/<machine>.json as the gate reads it: each series' A/A noise
+(decision.Noise), used only if made for this asv machine, on a GPU of the same name, under
+CONFIRM and under MAX_AGE_DAYS old (docs/calibration.md)."""
 from __future__ import annotations
 
 import calendar
@@ -18,7 +13,7 @@ from pathlib import Path
 from ..core import metrics
 from ..core.policy import CONFIRM
 from ..core.problem import Problem
-from .decision import Noise
+from .decision import TAIL_RATIO, Noise, trimmed_noise
 
 SCHEMA = "gemm.calibration/1"
 MAX_AGE_DAYS = 180
@@ -43,11 +38,9 @@ class Calibration:
     _robust: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        """The series' own calibrated noise; else borrowed: the worst (largest sigma, fewest
-        dof) of its precision's kernels at this size, or at the calibrated sizes bracketing it
-        (noise depends mostly on the problem's duration and, for % of cuBLAS, on that
-        precision's cuBLAS); else, or where other kernels were calibrated nearer, the worst
-        over every kernel. None where its size class has none."""
+        """The series' own noise; else borrowed: the worst (largest sigma, fewest dof) of its
+        precision's kernels at this size or the calibrated sizes bracketing it; else, or where
+        other kernels were calibrated nearer, the worst of every kernel there."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own
@@ -62,39 +55,26 @@ class Calibration:
         return None if got is None else replace(got, borrowed=True)
 
     def _aa_values(self, key) -> list[list[float]]:
-        """The series' A/A process values in the file, one list per GPU (a pooled row's parts)."""
+        """The series' A/A values, one list per GPU (a pooled row's parts)."""
         row = next((r for r in self.doc.get("noise", [])
                     if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
         parts = [p.get("values") or [] for p in (row or {}).get("parts") or []] or (
             [row.get("values") or []] if row else [])
         return [[v for v in vs if v] for vs in parts]
 
-    def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
-        """Is the series' own sd over decision.TAIL_RATIO times the sandwich sd of its
-        Huber-weighted A/A values (a heavy tail)? No resampling."""
-        from .decision import TAIL_RATIO, robust_noise
-        key = (kernel, size, metric)
-        own = self.noise.get(key)
-        if own is None:
-            return False
-        try:
-            rn = robust_noise(self._aa_values(key), max_n=0)
-        except ValueError:
-            return False
-        return rn is not None and own.sigma > TAIL_RATIO * rn.sigma
-
-    def robust_prior(self, kernel: str, size: str, metric: str):
-        """The series' own decision.RobustNoise where it is heavy_tailed; else None (the mean
-        rule is as good and keeps more dof). Never borrowed: a tail is a series' own."""
+    def robust_prior(self, kernel: str, size: str, metric: str) -> Noise | None:
+        """The series' own trimmed-mean prior (decision.trimmed_noise) where it is heavy-tailed:
+        its calibrated sd over decision.TAIL_RATIO times the sd of one value's share of a
+        trimmed mean of its A/A values; else None (the mean rule). Never borrowed."""
         key = (kernel, size, metric)
         if key not in self._robust:
-            from .decision import robust_noise
-            try:
-                self._robust[key] = (robust_noise(self._aa_values(key))
-                                     if self.heavy_tailed(*key) else None)
-            except ValueError:
-                self._robust[key] = None
+            got = trimmed_noise(self._aa_values(key)) if key in self.noise else None
+            self._robust[key] = got[0] if got and self.noise[key].sigma > TAIL_RATIO * got[1] \
+                else None
         return self._robust[key]
+
+    def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
+        return self.robust_prior(kernel, size, metric) is not None
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
         return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None
@@ -110,42 +90,30 @@ def precision_of(kernel: str) -> str | None:
 
 
 def _near(noise: dict, size: str, metric: str) -> list[str]:
-    """`size` where calibrated, else the calibrated sizes of its class that bracket it."""
     sizes = {s for (_, s, m) in noise if m == metric}
     return [size] if size in sizes else bracketing_sizes(size, sizes)
 
 
 def _worst_near(noise: dict, size: str, metric: str) -> Noise | None:
-    """The largest sigma and fewest dof in `noise` at `_near` sizes; None if none."""
     near = _near(noise, size, metric)
-    same = [n for (k, s, m), n in noise.items() if s in near and m == metric]
-    if not same:
-        return None
-    return Noise(max(n.sigma for n in same), min(n.dof for n in same))
+    return _worse(*(n for (k, s, m), n in noise.items() if s in near and m == metric))
 
 
-def _worse(a: Noise | None, b: Noise | None) -> Noise | None:
-    """The larger sigma of the two, with the fewer degrees of freedom (None: the other)."""
-    if a is None or b is None:
-        return a or b
-    return Noise(max(a.sigma, b.sigma), min(a.dof, b.dof))
+def _worse(*ns: Noise | None) -> Noise | None:
+    """The largest sigma with the fewest dof (None where there is none)."""
+    ns = [n for n in ns if n is not None]
+    return Noise(max(n.sigma for n in ns), min(n.dof for n in ns)) if ns else None
 
 
 def bracketing_sizes(size: str, sizes) -> list[str]:
-    """Of `sizes` in `size`'s class (gemm.core.problem.SizeClass), the nearest not above and
-    not below it in M*N*K."""
+    """Of `sizes` in `size`'s class, the nearest not above and not below it in M*N*K."""
     def vol(s: str) -> int:
-        return Problem.parse(s).flops    # 2*M*N*K: the same order
-    cls, v = Problem.parse(size).size_class, vol(size)
-    same = [s for s in sizes if Problem.parse(s).size_class == cls]
-    below = [s for s in same if vol(s) <= v]
-    above = [s for s in same if vol(s) >= v]
-    out = []
-    if below:
-        out.append(max(below, key=vol))
-    if above:
-        out.append(min(above, key=vol))
-    return list(dict.fromkeys(out))
+        return Problem.parse(s).flops
+    v = vol(size)
+    same = [s for s in sizes if Problem.parse(s).size_class == Problem.parse(size).size_class]
+    below = [max((s for s in same if vol(s) <= v), key=vol, default=None)]
+    above = [min((s for s in same if vol(s) >= v), key=vol, default=None)]
+    return [s for s in dict.fromkeys(below + above) if s is not None]
 
 
 def load(root, machine: str, gpu_name: str | None = None, policy=CONFIRM,

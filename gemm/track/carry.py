@@ -1,17 +1,7 @@
-"""UNRESOLVED is never a silent pass: a large series the A/B left UNRESOLVED at the commits
-just before this one is a candidate again, measured first (ABRun.priority), against the
-anchor (which sees a drop that the step from the previous commit no longer shows; against the
-previous commit too where the screen flags it now); and it fails the gate once it has been
-UNRESOLVED at GateConfig.carry_commits commits running (gate.failed). Where no A/B can be
-made, a row that is a candidate only because it was carried stays UNRESOLVED (the count goes
-on), not an unconfirmed DROP.
-
-The evidence comes with it: the rounds the newest of those commits kept against the anchor
-(they hold the rounds it had carried in turn; never rounds its A/A control rejected) join
-this commit's rounds against the anchor as earlier rounds, where the code they measured is
-this commit's code (abtest.same_code). They are never decided on alone, nor judged by
-this run's A/A control; with them the comparison is decided by means, round by round. So a series too
-noisy to decide within one job's budget is decided over a few commits, one way or the other.
+"""UNRESOLVED is never a silent pass: a large series UNRESOLVED at the commits just before is
+a candidate again, measured first, against the anchor, with the rounds the newest of them kept
+against it where it measured the same code; it fails at carry_commits running (gate.failed).
+docs/gate.md section 4.
 """
 from __future__ import annotations
 
@@ -22,9 +12,8 @@ from .abtest import same_code
 from .gate import Row, Verdict
 
 def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
-    """The commits, newest first, immediately before the judged one (`earlier`: its earlier
-    runs, oldest first) whose kept verdict for `key` (kernel, size, metric) is UNRESOLVED,
-    up to the first that is not."""
+    """The commits just before the judged one (newest first) whose kept verdict for `key` is
+    UNRESOLVED, up to the first that is not."""
     out = []
     for run in reversed(earlier):
         if run.commit in out:      # a commit recorded twice is one commit
@@ -37,8 +26,7 @@ def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str
 
 
 def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
-    """Mark each large row left UNRESOLVED just before (Row.carried) and make it a candidate
-    where the screen passed it; returns the rows carried."""
+    """Mark each large row UNRESOLVED just before (Row.carried) a candidate; returns them."""
     out = []
     for r in rows:
         if Problem.parse(r.size).size_class != SizeClass.LARGE or r.verdict not in (
@@ -57,9 +45,8 @@ def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
 
 
 def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
-    """Each carried row's kept rounds against its anchor (Row.carried_rounds), from the newest
-    commit it was carried from, where that commit measured the same code; returns how many
-    rows got some."""
+    """Each carried row's rounds kept against its anchor at the newest commit it was carried
+    from, where that measured the same code (Row.carried_rounds); returns how many got some."""
     n = 0
     for r in rows:
         if not r.carried or not r.anchor:

@@ -1,17 +1,8 @@
-"""Deciding the gate's candidates ("drop?"): DROP, noise (dismissed) or UNRESOLVED.
-
-A candidate may be the code or the machine (the history was recorded on other GPUs of the same
-name). Where a GPU is present it is decided by an A/B (gemm.track.abrun) of the new commit's
-code against the code of each commit it was flagged against (the history's reference; the
-anchor), each checked out in its own worktree (gemm.track.abtest). A commit whose measured
-code git shows to be the new commit's (abtest.same_code) needs no A/B: both arms would run the
-same code here, so what the screen saw is the machine, and the row is noise on that count,
-with or without a GPU. Where no A/B can be made,
-what it had decided stands and the rest is UNRESOLVED: the history alone never decides where a
-GPU is present. Without a GPU, a verdict kept by an earlier confirming run for this exact value
-(gemm.track.verdicts) is used; otherwise the candidate fails as unconfirmed. The GPU's SM
-clock, power and temperature are sampled (gemm.machine.nvml) while each arm's process runs,
-and each comparison's effect keeps both arms' figures.
+"""Deciding the gate's candidates ("drop?"): DROP, noise or UNRESOLVED, by an A/B of the new
+code against each commit it was flagged against (gemm.track.abrun), none where git shows the
+same measured code; without a GPU by a kept verdict, else an unconfirmed DROP (docs/gate.md).
+The GPU's SM clock, power and temperature are sampled (gemm.machine.nvml) while each arm's
+process runs, and each comparison's effect keeps both arms' figures.
 """
 from __future__ import annotations
 
@@ -32,11 +23,8 @@ def gpu_present() -> tuple[bool, str]:
 
 def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=None,
            log=print, probe=None, calibration=None) -> list[Row]:
-    """Decide every "drop?" row in place; returns the rows measured on a GPU here.
-
-    `kept`: {(kernel, size, metric): row dict} from gemm.track.verdicts, used without a GPU.
-    `calibration`: a gemm.track.calibration.Calibration (None: the rounds' own spread only).
-    """
+    """Decide every "drop?" row in place; returns the rows measured on a GPU here. `kept`:
+    gemm.track.verdicts.load's rows, used without a GPU."""
     cands = [r for r in rows if r.verdict == Verdict.CANDIDATE]
     for r in cands:
         r.identical = [c for c in candidates_against(r)
@@ -68,8 +56,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
                 tree.update(trees)
                 ab.run()
         except abtest.ABError as exc:
-            # never the history alone where a GPU is present: what the A/B had decided stands,
-            # the rest is UNRESOLVED (a failure only with --strict)
+            # what the A/B had decided stands, the rest is UNRESOLVED
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
         abreport.finish(ab, machine)
@@ -79,8 +66,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
 
 
 def _to_measure(r: Row) -> list[str]:
-    """The commits the row's A/B measures: those it was flagged against, less those whose
-    measured code is the new commit's."""
+    """The commits it was flagged against, less those of the same measured code."""
     return [c for c in candidates_against(r) if c not in r.identical]
 
 
@@ -90,24 +76,21 @@ def _identical_note(r: Row) -> str:
 
 
 def _add_identical(r: Row) -> None:
-    """Say which comparisons needed no A/B (their commits measure the new commit's code)."""
+    """Say which comparisons needed no A/B."""
     if r.identical:
         r.against = list(dict.fromkeys([*r.against, *r.identical]))
         r.note = f"{r.note}; {_identical_note(r)}" if r.note else _identical_note(r)
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
-    """A verdict kept for this very value, made against every commit this row is flagged
-    against now (an anchor moved since makes it void). Else a DROP, unconfirmed; but a row
-    that is a candidate only because it was carried or its kernel changed stays UNRESOLVED
-    (gate.failed counts the commits running)."""
+    """A verdict kept for this very value against every commit flagged now; else a DROP,
+    unconfirmed, but UNRESOLVED for a row only carried or of a changed kernel."""
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new
             and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.UNRESOLVED)):
         r.verdict = Verdict(old["verdict"])
-        r.remeasured, r.ab_reference, r.ab_new = (old.get("remeasured"), old.get("ab_reference"),
-                                                  old.get("ab_new"))
+        r.ab_reference, r.ab_new = old.get("ab_reference"), old.get("ab_new")
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     elif (r.carried or r.code_changed) and not past_screen(r):

@@ -1,24 +1,10 @@
 """The gate's screen: which series of the newest commit may be slower (or are wrong, or
-missing)? Pure: rows in, rows out. The screen only picks candidates; gemm.track.confirm
-decides each one by an A/B on this GPU (gemm.track.decision's rule).
+missing)? Pure: rows in, rows out; the A/B (gemm.track.confirm) decides each candidate.
 
-Every series (kernel x size x gated metric, higher is better) has a minimum effect: the drop
-the gate must catch. It is the larger of its size class's floor (MIN_EFFECT; the class by
-M*N*K, gemm.core.problem.SizeClass) and the smallest
-drop the A/B can call a DROP within its round cap at the series' calibrated noise on this
-runner (decision.detectable); a series the calibration shows too noisy for the floor gets a
-wider one, and every report shows it. The screen is half the minimum effect, so a drop of
-the minimum effect reaches the A/B whenever the new run sits within half of it of the
-recent history's median (the median of the last `window` runs of other commits) or of the
-anchor's run (gemm.track.anchor): "drop?" when either lies more than the screen above it.
-
-The history spans several GPUs of one name that differ by 1-2 %; the screen does not try to
-tell their offsets from the code: every candidate goes to the A/B, which measures code
-against code on one GPU, and the history alone never fails a commit where a GPU is present.
-
-A kernel that fails (asv records null) fails the gate. A series that the history has and the
-current suite still defines, but the new run lacks, is MISSING and fails the gate, unless the
-judgement was narrowed on purpose to kernels or sizes that exclude it.
+Each series (kernel x size x gated metric) has a minimum effect: its size class's floor
+(MIN_EFFECT) or, where its calibrated noise cannot decide that within the round cap, the drop
+it can (decision.detectable). The screen is half of it, against the median of the last
+`window` runs of other commits and against the anchor's run. docs/gate.md sections 1-2.
 """
 from __future__ import annotations
 
@@ -59,30 +45,27 @@ class GateConfig:
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
     budget_s: float = 180.0      # A/B wall time; its rounds are planned to fit (gemm.track.plan)
-    robust: bool = True          # Huber locations where the series' calibration shows a heavy
+    robust: bool = True          # trimmed means where the series' calibration shows a heavy
                                  # tail (calibration.robust_prior), means elsewhere
     overtime_s: float = 60.0     # past budget_s, what is on course for a DROP is measured on,
                                  # alone, for up to this long more, within max_rounds
     carry_commits: int = 3       # a series UNRESOLVED this many commits running fails
 
     def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
-        """The A/B's effect and verdict for one series: decision.effect_robust with the
-        series' robust prior where `robust` is on and it has one (a heavy tail), else
-        decision.effect_rounds (the mean rule) with its calibrated noise."""
+        """The robust rule where on and the series has a robust prior, else the mean rule."""
         from . import decision
-        if self.robust and robust_prior is not None:
-            return decision.effect_robust(ref_rounds, new_rounds, delta, self.alpha, family,
-                                          robust_prior)
-        return decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family, prior)
+        e = decision.effect_trimmed(ref_rounds, new_rounds, delta, self.alpha, family,
+                                    robust_prior) if self.robust else None
+        return e or decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family,
+                                           prior)
 
     def trial_settings(self) -> dict:
-        """The settings a calibration's detection trials are made under (kept in its file, so
-        trials join only trials of the same procedure)."""
+        """The settings a calibration's trials are made under (trials join only their own)."""
         out = {"screen": "half the minimum effect", "min_effect": self.min_effect,
                "alpha": self.alpha, "min_rounds": self.min_rounds,
                "max_rounds": self.max_rounds, "budget_s": self.budget_s}
         if self.robust:
-            out["robust"] = True
+            out["robust"] = "trimmed"   # (True: tables of the Huber rule before it)
         if self.overtime_s:
             out["overtime_s"] = self.overtime_s
         return out
@@ -111,13 +94,11 @@ class GateConfig:
         return self.min_effect[Problem.parse(size).size_class]
 
     def min_effect_for(self, kernel: str, size: str, metric: str, cal=None) -> float:
-        """The series' minimum effect: its class's floor, or wider where its calibrated noise
-        (own, or borrowed with the run's own degrees of freedom) cannot decide the floor
-        within max_rounds (decision.detectable)."""
         return self.min_effect_at(size, cal.prior(kernel, size, metric) if cal else None)
 
     def min_effect_at(self, size: str, prior) -> float:
-        """The minimum effect of a series of `size` whose noise is `prior` (None: the floor)."""
+        """The floor of `size`, or wider where the noise `prior` cannot decide it within
+        max_rounds (decision.detectable; a borrowed prior with the run's own dof)."""
         from . import decision
         floor = self.effect_for(size)
         if prior is None:
@@ -160,7 +141,6 @@ class Row:
     bound: float | None        # the screen: relative drop that makes a candidate
     verdict: Verdict
     note: str = ""
-    remeasured: float | None = None
     reference: str | None = None      # the newest earlier commit with this series (the A/B's)
     ref_value: float | None = None    # its recorded value
     ab_reference: float | None = None  # A/B: median of the reference code's process values ...
@@ -184,8 +164,7 @@ class Row:
 
 
 def judge(history: list, new, screen: float):
-    """(verdict, centre, relative change) for one series against the median of its history;
-    higher is better."""
+    """(verdict, centre, relative change) of one series against its history's median."""
     hist = [p for p in history if finite(p.value)]
     if new is None or new.value is None:
         return Verdict.FAILED, None, None
@@ -201,9 +180,7 @@ def judge(history: list, new, screen: float):
 
 
 def reference(history: list[tuple[str, object]]) -> tuple[str | None, float | None]:
-    """(commit, value) of the newest earlier run with a value: the code the A/B measures the
-    new code against. One commit for (nearly) every series, so one A/B serves them all; a
-    slow drift over several commits is the anchor's to catch."""
+    """(commit, value) of the newest earlier run with a value: the A/B's reference."""
     for commit, p in reversed(history):
         if finite(p.value):
             return commit, p.value
@@ -228,9 +205,8 @@ def select(runs, commit: str | None):
 def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
              narrow: Narrowing = Narrowing(), anchor: str | None = None, cal=None
              ) -> tuple[list[Row], object]:
-    """Screen the run of `commit` (default: the newest) against the history before it and,
-    if given, against the anchor commit's run; `cal`: this runner's calibration (the series'
-    minimum effects; None: the class floors)."""
+    """Screen the run of `commit` (default: the newest) against the history before it and
+    the anchor's run; `cal`: the calibration (None: the class floors)."""
     new_run, before = select(runs, commit)
     earlier = before[-cfg.window:]
     anchor_run = None
@@ -276,10 +252,9 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
 
 
 def candidates_against(row: Row) -> list[str]:
-    """The commits a candidate's A/B compares with: the history's reference where the recent
-    history flagged it or its kernel's code changed since (Row.code_changed), the anchor where
-    the anchor did; the anchor for a row carried UNRESOLVED from the commits before
-    (gemm.track.carry; the reference where it has no anchor)."""
+    """The commits a candidate's A/B compares with: the reference where the history flagged
+    it or its kernel changed, the anchor where the anchor did; a carried row the anchor (else
+    the reference)."""
     out = []
     if (_past_history(row) or row.code_changed or (row.carried and not row.anchor)) \
             and row.reference:
@@ -298,7 +273,7 @@ def _past_anchor(row: Row) -> bool:
 
 
 def past_screen(row: Row) -> bool:
-    """Did the screen flag this row (against the history or the anchor), carried or not?"""
+    """Did the screen flag this row (against the history or the anchor)?"""
     return _past_history(row) or _past_anchor(row)
 
 
@@ -308,7 +283,6 @@ def measured_nothing(new_run, narrow: Narrowing = Narrowing()) -> bool:
 
 
 def failed(rows: list[Row], cfg: GateConfig = GateConfig()) -> list[Row]:
-    """The rows that fail the gate: a DROP, a failure, a missing series, and a series
-    UNRESOLVED at carry_commits commits running (this one included)."""
+    """The failing rows: DROP, FAILED, MISSING, and UNRESOLVED at carry_commits running."""
     return [r for r in rows if r.verdict in cfg.failing() or (
         r.verdict == Verdict.UNRESOLVED and len(r.carried) + 1 >= cfg.carry_commits)]

@@ -1,11 +1,6 @@
-"""asv's recorded results read back as series: Series(target, size, metric) -> points over
-commits (gemm.core.metrics names the series and parses asv's names).
-
-Pure reading, no asv import: results/benchmarks.json (names, params, versions) and
-results/<machine>/<hash>-<env>.json (asv's version-2 result files). Rows whose version differs
-from benchmarks.json are ignored, as asv ignores them. Commits are ordered by `git rev-list
---topo-order` where git knows them, else by commit date, then by when the run started.
-"""
+"""asv's results (benchmarks.json, <machine>/*.json version 2) read back as Series -> points
+over commits, without asv; rows of another benchmark version are left out, as asv does. Runs
+are ordered by git's topological order where git knows them, else by date."""
 from __future__ import annotations
 
 import itertools
@@ -25,8 +20,6 @@ class HistoryError(RuntimeError):
 @dataclass
 class Point:
     value: float | None        # None: the benchmark failed in that run; NaN: skipped
-    q25: float | None = None
-    q75: float | None = None
 
 
 @dataclass
@@ -94,9 +87,8 @@ def load_runs(results_dir: str | Path, machine: str) -> tuple[list[Run], Suite]:
 
 
 def read_run(path: Path, benchmarks: dict | None = None) -> Run:
-    """One asv version-2 result file as a Run. With `benchmarks` (results/benchmarks.json),
-    rows of another benchmark version are counted in other_versions and left out, as asv
-    leaves them out; without, every row is read. Raises HistoryError, naming the file."""
+    """One asv version-2 result file as a Run (with `benchmarks`, rows of another version are
+    counted in other_versions and left out). Raises HistoryError, naming the file."""
     path = Path(path)
     data = _load(path)
     if not isinstance(data, dict):
@@ -123,8 +115,6 @@ def read_run(path: Path, benchmarks: dict | None = None) -> Run:
             vals = row[ri]
             if not isinstance(vals, list):
                 vals = [vals]
-            q25 = _col(row, cols, "stats_q_25", len(combos))
-            q75 = _col(row, cols, "stats_q_75", len(combos))
             started = _col(row, cols, "started_at", 1)[0]
             if started is not None:
                 run.started = max(run.started, int(started))
@@ -133,7 +123,7 @@ def read_run(path: Path, benchmarks: dict | None = None) -> Run:
                 if key is None:
                     continue
                 v = vals[i] if i < len(vals) else None
-                run.points[key] = Point(None if v is None else float(v), q25[i], q75[i])
+                run.points[key] = Point(None if v is None else float(v))
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise HistoryError(f"{path} is not an asv version-2 result file ({exc!r})") from None
     return run

@@ -1,13 +1,6 @@
-"""The gate's workflow for one commit: judge(Request) -> Report (`gemm regress` parses the
-arguments, calls it and prints the report).
-
-In order: the machine and its recorded runs, the run judged and the anchor (where git and the
-history let it serve), this runner's calibration (made on a GPU of this name), the screen
-(gate.evaluate), large series UNRESOLVED at the commits before carried with their kept rounds
-(carry), the A/B of the candidates or, without a GPU, the verdicts kept for them
-(confirm.decide), where each drifting series stepped (anchor.changepoints), the counts, the
-verdicts kept for later runs (Request.record_verdicts) and the exit code. Bad input raises
-BadRequest before anything reaches the GPU; progress goes to `log`; nothing is printed.
+"""The gate's workflow for one commit: judge(Request) -> Report, which `gemm regress` prints.
+Runs, anchor, calibration, screen, carry, the A/B (or kept verdicts), change points, counts,
+kept verdicts, exit code; bad input raises BadRequest before any GPU work.
 """
 from __future__ import annotations
 
@@ -91,10 +84,8 @@ class Report:
 
 def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
           gpu_identity=None) -> Report:
-    """Judge one commit. `on_screened(report)`: called once the screen (and carry) is done,
-    before any A/B, with the report so far (empty where the run measured nothing: then that
-    is the report). `gpu_name()` / `gpu_identity()`: this machine's GPU (None without one;
-    asked only when needed): the calibration must be of its name, kept verdicts say which."""
+    """Judge one commit. `on_screened(report)`: called with the report so far before any A/B;
+    `gpu_name()` / `gpu_identity()`: this machine's GPU, asked only when needed."""
     try:
         req.config.validate()
         machine = resolve_machine(req.results, req.machine)
@@ -110,8 +101,6 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
             if why_not:
                 anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
                 anchor = None
-        # the calibration must be this runner's: same asv machine, and a GPU of the name it
-        # was made on (unknown without a GPU, where no A/B can run anyway)
         cal, cal_note = calibration.load(req.calibration, machine,
                                          gpu_name=gpu_name() if gpu_name else None)
         rows, new_run = evaluate(runs, suite, req.config, req.commit, narrow, anchor, cal)
@@ -147,8 +136,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
     report = replace(report, counts=counts, exit=1 if failed(rows, cfg) else 0)
     unconfirmed = any(r.unconfirmed for r in rows)
     if req.record_verdicts and (measured or not unconfirmed):
-        # the commit's summary (the site's) only from a whole judgement: not from a narrowed
-        # run, nor from one that could not decide its candidates here
+        # the commit's summary only from a whole judgement, decided here
         summary = None if narrow or unconfirmed else {
             "counts": counts, "anchor": anchor, "exit": report.exit,
             "rows": [asdict(r) for r in rows if r.verdict != Verdict.OK]}
@@ -162,10 +150,8 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
 
 
 def code_changed(rows: list[Row], repo, judged: str) -> int:
-    """Every large series of a kernel whose code or build changed since the row's reference
-    (abtest.kernel_changed) goes to the A/B, past the screen or not: the screen compares with
-    a history recorded on other GPUs, whose offsets can hide a drop of the minimum effect.
-    Returns how many rows it made candidates."""
+    """Make every large series of a kernel whose code or build changed since its reference
+    (abtest.kernel_changed) a candidate; returns how many it made."""
     changed: dict = {}
     n = 0
     for r in rows:
@@ -185,9 +171,8 @@ def code_changed(rows: list[Row], repo, judged: str) -> int:
 
 
 def judged_kernels(names, recorded) -> tuple[str, ...]:
-    """Each name as recorded in the history, or the one recorded kernel it is a prefix of
-    (05 -> 05_2d_blocktiling), else a registered kernel's (the same rules); a name that is
-    none of these, or several, is bad input (ValueError), not a run that measured nothing."""
+    """Each name as recorded (or the one recorded kernel it prefixes), else as registered;
+    ValueError for a name that is none or several."""
     registered = registry.names()
     out = []
     for name in names:
@@ -206,7 +191,7 @@ def judged_kernels(names, recorded) -> tuple[str, ...]:
 
 
 def _changepoints(rows, runs, new_run) -> None:
-    """Where each flagged or drifting series stepped, over its history up to the judged run."""
+    """Where each flagged or drifting series stepped, up to the judged run."""
     upto = runs[:runs.index(new_run) + 1]
     for r in rows:
         drifting = (r.verdict in (Verdict.DROP, Verdict.UNRESOLVED, Verdict.CANDIDATE)

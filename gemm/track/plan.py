@@ -1,16 +1,12 @@
-"""What a round of the A/B (gemm.track.abrun) costs: each chosen target (kernel x size) in
-two processes per arm (R N N R), learned from the arms' processes (each record's wall time;
-the rest of a process is its start-up) and, for a target not measured here yet, guessed from
-the per-commit record's speeds and CONFIRM's stop rule (docs/gate-history.md).
-"""
+"""What a round of the A/B costs: each chosen target in two processes per arm, learned from
+the arms' processes, else guessed from the record's speeds and CONFIRM's stop rule."""
 from __future__ import annotations
 
 from ..core.policy import CONFIRM, Policy
 from ..core.problem import Problem
 
 PROCESSES = 2      # per arm and round: R N N R
-START_S = 6.0      # a process's start-up before one was timed here (interpreter, CUDA
-                   # context, cuBLAS handle, cached kernels)
+START_S = 6.0      # a process's start-up before one was timed here
 SET_S = 0.02       # per operand set: allocation, fill, graph capture
 CHECK_S = 0.05     # a target's correctness check before its timing
 UNKNOWN_S = 5.0    # a target of unknown speed
@@ -18,8 +14,7 @@ MARGIN = 1.25      # guesses are taken this much high
 
 
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
-    """Seconds one process spends on a target under `p`: per operand set, each function's
-    warm-up and samples to the stop rule, plus the correctness check."""
+    """Seconds one process spends on a target under `p` (warm-up, samples, check)."""
     per_set = 0.0
     for t in (launch_s, baseline_s):
         if t is None:

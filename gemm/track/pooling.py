@@ -1,6 +1,5 @@
-"""A runner's calibration across GPUs and lanes: pooling the A/A noise of several files
-(gemm calibrate --pool) and joining their detection trials (--join); nothing is measured.
-gemm.track.calibrate re-exports join and pool."""
+"""Pooling other files' A/A noise (gemm calibrate --pool) and joining their detection trials
+(--join) into a machine's calibration; nothing is measured."""
 from __future__ import annotations
 
 import json
@@ -30,6 +29,27 @@ def merged_noise(old, rows: list[dict]) -> list[dict]:
     return out
 
 
+def _files(out_dir, machine: str, others, option: str):
+    """The machine's usable file and the usable files `others` of the same machine and GPU
+    name, [(path, Calibration)]; else Refused."""
+    base, why = calibration.load(out_dir, machine)
+    if base is None:
+        raise Refused(f"{option}: no usable base file: {why}")
+    out = []
+    for path in map(Path, others):
+        cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
+        if cal is None or cal.machine != machine:
+            raise Refused(f"{option} {path}: {why or 'made for another machine'}")
+        out.append((path, cal))
+    return base, out
+
+
+def written(out_dir, machine: str, doc: dict) -> tuple[Path, dict]:
+    """Save `doc` as the machine's file: (its path, the file as written)."""
+    path = calibration.save(out_dir, machine, doc)
+    return path, json.loads(path.read_text())
+
+
 def _identity(d: dict) -> tuple:
     """A detection row without its number: the same in a lane's copy of the file."""
     return tuple(sorted((k, json.dumps(v)) for k, v in d.items() if k != "trial"))
@@ -40,20 +60,14 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
     per share, rows it has already left out. Only trials of one procedure: usable files of
     the same machine, GPU name, policy, gate settings, kernels, sizes and priors; else
     Refused, nothing written."""
-    base, why = calibration.load(out_dir, machine)
-    if base is None:
-        raise Refused(f"--join: no usable base file: {why}")
+    base, files = _files(out_dir, machine, others, "--join")
     doc = dict(base.doc)
     det = list(doc.get("detection") or [])
     other = _other_noise(base, det)
     if other:
         raise Refused(f"--join: the base file's own trials were made with other noise than it "
                       f"holds now ({other})")
-    for path in others:
-        path = Path(path)
-        cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
-        if cal is None or cal.machine != machine:
-            raise Refused(f"--join {path}: {why or 'made for another machine'}")
+    for path, cal in files:
         have = {_identity(d) for d in det}
         got = [d for d in cal.doc.get("detection") or [] if _identity(d) not in have]
         if not got:
@@ -74,11 +88,8 @@ def join(out_dir, machine: str, others) -> tuple[Path, dict]:
             added += [{**d, "trial": renum[(d["trial"], d.get("id"))]} for d in mine]
         det += added
     doc.update(table_of(det))
-    for k in ("schema", "machine", "policy"):
-        doc.pop(k, None)
-    calibration.save(out_dir, machine, doc)
-    return calibration.path_for(out_dir, machine), json.loads(
-        calibration.path_for(out_dir, machine).read_text())
+    return written(out_dir, machine, {k: v for k, v in doc.items()
+                                      if k not in ("schema", "machine", "policy")})
 
 
 def source_of(doc: dict) -> dict:
@@ -127,19 +138,13 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     machine's file, series by series (pooled_row): where a runner is any of many GPUs, one
     GPU's noise misstates the next's. Each file must be usable and add GPUs not pooled yet.
     The detection table is emptied where pooling moved the noise its trials used."""
-    base, why = calibration.load(out_dir, machine)
-    if base is None:
-        raise Refused(f"--pool: no usable base file: {why}")
+    base, files = _files(out_dir, machine, others, "--pool")
     parts: dict = {}
     for r in base.doc.get("noise") or []:
         parts[(r["kernel"], r["size"], r["metric"])] = list(parts_of(base.doc, r))
     seen = {_source_key(p["source"]) for ps in parts.values() for p in ps}
     gained: set = set()
-    for path in others:
-        path = Path(path)
-        cal, why = calibration.load(path.parent, path.stem, gpu_name=base.gpu_name)
-        if cal is None or cal.machine != machine:
-            raise Refused(f"--pool {path}: {why or 'made for another machine'}")
+    for path, cal in files:
         # parts the base already holds (a lane's file starts as its copy) count once
         theirs = {(r["kernel"], r["size"], r["metric"]):
                   [p for p in parts_of(cal.doc, r) if _source_key(p["source"]) not in seen]
@@ -169,6 +174,4 @@ def pool(out_dir, machine: str, others, log=print) -> tuple[Path, dict]:
     elif det:
         log(f"calibrate: the detection table of {len({d['trial'] for d in det})} trial(s) is "
             "kept: the noise of every series its trials decided is as it was")
-    calibration.save(out_dir, machine, doc)
-    return calibration.path_for(out_dir, machine), json.loads(
-        calibration.path_for(out_dir, machine).read_text())
+    return written(out_dir, machine, doc)

@@ -1,14 +1,6 @@
-"""The gate's confirmed verdicts, kept beside the results: verdicts/<machine>/<commit>.json.
-
-When `gemm regress --record-verdicts` confirms or dismisses a flagged drop on a GPU, it writes
-what it measured here. A later run of the gate without a GPU (a laptop, CI) reads them back
-instead of failing the same series as unconfirmed, but only for the very value it was made for:
-re-recording the commit makes its old verdicts void. The files live outside results/ because
-asv walks every folder there and warns about JSON files it cannot read.
-
-A confirmed DROP's row may carry an `explanation` (`gemm explain --attach`: why the code got
-slower, gemm.explain.report.attachment), which gemm show, gemm summary and the site print.
-The layout of a file is described in docs/gate.md ("Kept verdicts").
+"""The gate's kept verdicts, verdicts/<machine>/<commit>.json (outside results/, which asv
+walks): read back without a GPU, by the site and gemm show; a DROP row may carry gemm
+explain's `explanation`. Layout: docs/gate.md ("Kept verdicts").
 """
 from __future__ import annotations
 
@@ -29,15 +21,14 @@ def path_for(root, machine: str, commit: str) -> Path:
 
 def save(root, machine: str, commit: str, rows: list, device: str | None = None,
          summary: dict | None = None) -> Path:
-    """Write the re-measured rows (dicts) for `commit`, over the verdicts kept for it before
-    (a narrowed run replaces only its own series); atomic, other commits untouched.
-    `summary`: the gate's report of the commit (counts, anchor, exit, the rows that were not
-    ok), which the published site shows; it replaces the one kept before."""
+    """Write the re-measured rows (dicts) for `commit` over the rows kept for it (a narrowed
+    run replaces only its own series), atomically; `summary` (the gate's report of the commit,
+    which the site shows) replaces the one kept."""
     path = path_for(root, machine, commit)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if summary is None:
-        summary = load_summary(root, machine, commit)
-    device = device or _old(path).get("device")
+    old = _old(path)
+    summary = summary if summary is not None else old.get("summary")
+    device = device or old.get("device")
     new = {(r["kernel"], r["size"], r["metric"]) for r in rows}
     kept = [{k: v for k, v in r.items() if k not in ("date", "device")}
             for key, r in load(root, machine, commit).items() if key not in new]
@@ -57,16 +48,12 @@ def _write(path: Path, data: dict) -> None:
 
 
 def _old(path: Path) -> dict:
+    """The file's document ({} where there is none or it is unreadable)."""
     try:
         data = json.loads(path.read_text())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
-
-
-def load_summary(root, machine: str, commit: str) -> dict | None:
-    """The gate's report kept for `commit`, if any."""
-    return _old(path_for(root, machine, commit)).get("summary")
 
 
 def load_all(root, machine: str) -> list[dict]:
@@ -81,12 +68,8 @@ def load_all(root, machine: str) -> list[dict]:
 
 def load(root, machine: str, commit: str) -> dict:
     """{(kernel, size, metric key): row} recorded for `commit`; {} if none or unreadable."""
-    path = path_for(root, machine, commit)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("format") not in (1, FORMAT):
+    data = _old(path_for(root, machine, commit))
+    if data.get("format") not in (1, FORMAT):
         return {}
     out = {}
     for r in data.get("rows", []):
@@ -119,25 +102,22 @@ def attach_to_rows(rows, kernel: str, size: str, explanation: dict) -> int:
 def attach_explanation(root, machine: str, commit: str, kernel: str, size: str,
                        explanation: dict) -> int:
     """Attach `explanation` to the DROP rows of `kernel` at `size` in the kept file of
-    `commit`: its A/B rows and its summary's. Atomic; every other row, and every other
-    commit's file, untouched. Returns how many rows got it (0: no such file or row, nothing
-    written)."""
-    path = path_for(root, machine, commit)
-    data = _old(path)
-    if data.get("format") not in (1, FORMAT):
-        return 0
-    n = attach_to_rows(data.get("rows"), kernel, size, explanation)
-    n += attach_to_rows((data.get("summary") or {}).get("rows"), kernel, size, explanation)
-    if n:
-        _write(path, data)
-    return n
+    `commit`, its rows and its summary's, atomically; returns how many (0: nothing written)."""
+    return _attach(path_for(root, machine, commit), kernel, size, explanation, True)
 
 
 def attach_to_report(path, kernel: str, size: str, explanation: dict) -> int:
     """The same for the gate's report (gemm regress --json, gemm.regress/1) at `path`."""
-    path = Path(path)
+    return _attach(Path(path), kernel, size, explanation, False)
+
+
+def _attach(path: Path, kernel: str, size: str, explanation: dict, kept: bool) -> int:
     data = _old(path)
+    if kept and data.get("format") not in (1, FORMAT):
+        return 0
     n = attach_to_rows(data.get("rows"), kernel, size, explanation)
+    if kept:
+        n += attach_to_rows((data.get("summary") or {}).get("rows"), kernel, size, explanation)
     if n:
         _write(path, data)
     return n
