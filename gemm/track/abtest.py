@@ -56,7 +56,10 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
     """What builds `kernel` at `rev`, from git: its registry entry, its .cu file and what it
     includes from kernels/ (transitively), its tuned constants where it is tuned, and the nvcc
-    options (gemm/cuda/loader.py). None where git or the registry cannot say."""
+    options (gemm/cuda/loader.py). None where git or the registry cannot say. The entry's
+    search space (`tune`) builds nothing, and `tuned` only through the tables' entries for the
+    kernel (kernels/tuned/<gpu>.toml; not the search logs beside them): a kernel made `tuned`
+    that no table has an entry for yet builds as before."""
     import tomllib
 
     def show(path: str) -> str | None:
@@ -77,10 +80,15 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
         if git.returncode(repo, "cat-file", "-e", f"{rev}:kernels/tuned") == 0:
             names = git.run(repo, "ls-tree", "--name-only", f"{rev}:kernels/tuned", timeout=30)
             for fn in names.split():
+                if not fn.endswith(".toml"):
+                    continue
                 try:
-                    tuned[fn] = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
+                    won = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
                 except tomllib.TOMLDecodeError:
-                    tuned[fn] = show(f"kernels/tuned/{fn}")
+                    won = show(f"kernels/tuned/{fn}")
+                if won is not None:
+                    tuned[fn] = won
+    entry = {k: v for k, v in entry.items() if k not in ("tune", "tuned")}
     return {"entry": entry, "files": files, "tuned": tuned,
             "loader": show("gemm/cuda/loader.py")}
 
