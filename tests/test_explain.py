@@ -255,15 +255,16 @@ def test_fewer_stages_of_09_shrink_static_shared_memory(tools):
 def test_cli_table_json_and_errors(stages, tmp_path, capsys):
     from gemm.cli.main import main
     out = tmp_path / "e" / "x.json"
+    untuned = ["--gpu", "untuned-gpu"]   # as the fixture: whatever h200's table holds for 14
     assert main(["explain", "14_bf16", "--size", "4096", "--new", ".", "--repo", str(ROOT),
                  "--old-define", "STAGES=4", "--new-define", "STAGES=3", "--static",
-                 "--json", str(out)]) == 0
+                 "--json", str(out), *untuned]) == 0
     text = capsys.readouterr().out
     assert "dynamic smem" in text and "193 KB" in text and "145 KB" in text
     assert f"summary: {stages.summary}" in text
     assert json.loads(out.read_text())["summary"] == stages.summary
     assert main(["explain", "14", "--size", "4096", "--new", ".", "--repo", str(ROOT),
-                 "--define", "STAGES=4", "--brief", "--static"]) == 0
+                 "--define", "STAGES=4", "--brief", "--static", *untuned]) == 0
     assert capsys.readouterr().out.strip() == f"14_bf16_wgmma_tma at 4096: {report.IDENTICAL}"
     for argv, why in [(["--define", "STAGE=3"], "no constants"),
                       (["--define", "STAGES"], "NAME=INTEGER"),
