@@ -20,8 +20,9 @@ steps than a pipeline has stages, so that a stage is reused:
   ALIGNED    136x264x108: N and K multiples of 4: the main and edge entries (or the one entry);
              K = 13 steps of 8 + 4, 3 steps of 32 + 12 (4 K tiles for 12's 3 stages)
   UNALIGNED  136x263x107: N and K not multiples of 4: the fallback entry, K remainder again
-  TMA        136x264x264: K a multiple of 8 (bf16 rows of 16-byte multiples: 14 takes no other),
-             and not of 32 or 64: 9 K tiles of 32 (13), 5 of 64 (14), each past 4 stages
+  TMA        136x264x584: K a multiple of 8 (bf16 rows of 16-byte multiples: 14 takes no other),
+             and not of 32 or 64: 19 K tiles of 32 (13), 10 of 64 (14), each past 8 stages (the
+             most their tune spaces hold: whatever a tuned table picks, a stage is reused)
 A kernel runs the shapes it needs (the TMA kernels TMA; one with a fallback entry ALIGNED and
 UNALIGNED; any other ALIGNED); a pass runs the union over its kernels in one process (a kernel
 may run a shape it does not need; the TMA kernels refuse the others, which is not a failure).
@@ -54,7 +55,7 @@ from gemm.core.problem import Problem   # noqa: E402
 from gemm.core.registry import KernelSpec, kernels_dir   # noqa: E402
 
 TOOLS = ("racecheck", "synccheck")
-ALIGNED, UNALIGNED, TMA = "136x264x108", "136x263x107", "136x264x264"
+ALIGNED, UNALIGNED, TMA = "136x264x108", "136x263x107", "136x264x584"
 AB = (1.5, 0.5)        # the one (alpha, beta): beta != 0, so C is read as well as written
 GPU = "h200"           # whose tuned constants coverage() resolves (10_autotuned's small bucket)
 

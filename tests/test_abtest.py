@@ -313,3 +313,40 @@ def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, cap
     # a change to the measured code is measured again
     shas.append(commit_stub(stub_repo, 29.0, "c4"))
     assert not abtest.same_code(stub_repo, shas[3], shas[4], "05_2d")
+
+
+def test_a_search_space_or_tuned_without_a_table_entry_is_no_build_change(tmp_path):
+    """kernel_changed (the gate's A/B of every large series of a changed kernel) follows what
+    builds the kernel: adding `tune` and `tuned = true` to an entry that no tuned table has
+    yet changes nothing it runs (13 and 14, issue 27); a table entry for it does, a search
+    log beside the tables does not, nor does another kernel's entry."""
+    from gemm.track.abtest import kernel_changed
+    repo = new_repo(tmp_path / "r")
+    (repo / "kernels" / "tuned").mkdir(parents=True)
+    (repo / "gemm" / "cuda").mkdir(parents=True)
+    (repo / "gemm" / "cuda" / "loader.py").write_text("BASE_OPTIONS = ()\n")
+    (repo / "kernels" / "k.cu").write_text("// k\n")
+    (repo / "kernels" / "tuned" / "h200.toml").write_text(
+        '["other".small]\ndefines = { BM = 64 }\n')
+    entry = '[[kernel]]\nname = "k"\nfile = "k.cu"\ndefines = { BM = 128 }\n'
+
+    def commit(msg):
+        git(repo, "add", "-A")
+        git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", msg)
+        return git(repo, "rev-parse", "HEAD")
+    (repo / "kernels" / "kernels.toml").write_text(entry)
+    plain = commit("plain")
+    (repo / "kernels" / "kernels.toml").write_text(entry + 'tuned = true\ntune = { BM = [64, 128] }\n')
+    tuned = commit("tuned, no table entry")
+    assert not kernel_changed(repo, plain, tuned, "k")
+    (repo / "kernels" / "tuned" / "h200-other.json").write_text("{}")
+    (repo / "kernels" / "tuned" / "h200.toml").write_text(
+        '["other".small]\ndefines = { BM = 128 }\n')
+    other = commit("another kernel tuned, a search log")
+    assert not kernel_changed(repo, tuned, other, "k")
+    (repo / "kernels" / "tuned" / "h200.toml").write_text(
+        '["other".small]\ndefines = { BM = 128 }\n\n["k".small]\ndefines = { BM = 64 }\n')
+    won = commit("k tuned")
+    assert kernel_changed(repo, other, won, "k") and kernel_changed(repo, plain, won, "k")
+    (repo / "kernels" / "kernels.toml").write_text(entry.replace("128", "256"))
+    assert kernel_changed(repo, plain, commit("defaults changed"), "k")

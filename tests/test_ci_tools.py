@@ -380,19 +380,24 @@ sp = _plan_module()
 
 def test_every_kernel_with_a_k_step_is_covered_by_its_sanitizer_shapes():
     """Each kernel's shapes (no GPU) launch every entry point, and each launches a whole
-    tile, both edge strips, a K remainder and more K steps than the kernel has stages."""
-    from gemm.core import registry
-    for spec in registry.registry().values():
-        if sp.k_step(spec) is None:          # 01, 02: no K step, no shared memory
+    tile, both edge strips, a K remainder and more K steps than the kernel has stages; a
+    tuned kernel with every candidate of its search space too (what `gemm tune` may write
+    into a table: 13 and 14 try up to 8 stages)."""
+    from gemm.core import registry, tuning
+    for base in registry.registry().values():
+        if sp.k_step(base) is None:          # 01, 02: no K step, no shared memory
             continue
-        entries = set()
-        for shape in sp.shapes_for(spec):
-            c = sp.coverage(spec, shape)
-            assert c.refused is None, (spec.name, shape, c.refused)
-            assert c.full_tile and c.edge_rows and c.edge_cols, (spec.name, c)
-            assert c.k_tail and c.k_steps > c.stages, (spec.name, c)
-            entries |= set(c.entries)
-        assert entries == set(spec.entries), (spec.name, entries)
+        variants = [base] + ([base.with_defines(**c) for c in tuning.candidates(base)]
+                             if base.tuned else [])
+        for spec in variants:
+            entries = set()
+            for shape in sp.shapes_for(spec):
+                c = sp.coverage(spec, shape)
+                assert c.refused is None, (spec.name, shape, c.refused)
+                assert c.full_tile and c.edge_rows and c.edge_cols, (spec.name, spec.defines, c)
+                assert c.k_tail and c.k_steps > c.stages, (spec.name, spec.defines, c)
+                entries |= set(c.entries)
+            assert entries == set(spec.entries), (spec.name, entries)
     # and the TMA kernels refuse the others' shapes (a refusal is not a failure)
     assert sp.coverage(registry.get("14"), sp.ALIGNED).refused
 

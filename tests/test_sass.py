@@ -11,7 +11,7 @@ import sysconfig
 
 import pytest
 
-from gemm.core import registry
+from gemm.core import registry, tuning
 from gemm.core.registry import kernels_dir
 from gemm.cuda.loader import nvcc_options, target_arch
 
@@ -99,3 +99,33 @@ def test_tma_parameter_layout_matches_the_packed_buffer(nvcc, cuobjdump, spec, t
                     struct.calcsize(scalars[i]))
     assert [found[i] for i in range(n + 8)] == want
     assert len(param_head(spec, arch, (b"m" * 128,) * n)) == n + 1
+
+
+# The search spaces of the wgmma kernels (13, 14: `gemm tune`, issue 27): every candidate
+# must be one the tuner can accept, so none is lost to spills on the GPU and each keeps the
+# machine code its registry entry claims (wgmma, TMA; setmaxnreg in 14, where BM = 64 leaves
+# 256 threads and ptxas takes CONSUMER_REGS, 232, at entry: setmaxnreg.inc stays legal).
+WGMMA_CANDIDATES = [(s, c) for s in registry.registry().values() if s.tma and s.tune
+                    for c in tuning.candidates(s)]
+
+
+@pytest.mark.parametrize("spec,cand", WGMMA_CANDIDATES,
+                         ids=[f"{s.name}-" + "-".join(f"{k}{v}" for k, v in c.items())
+                              for s, c in WGMMA_CANDIDATES])
+def test_every_wgmma_tune_candidate_compiles_clean_with_its_claimed_sass(nvcc, cuobjdump, spec,
+                                                                        cand, tmp_path):
+    from tests.test_compile import ptxas_report
+    spec = spec.with_defines(**cand)
+    funcs = ptxas_report(nvcc, spec, tmp_path)
+    f = funcs[spec.main]
+    assert f["spill_st"] == f["spill_ld"] == f["stack"] == 0, f"{cand}: {f}"
+    assert f["regs"] * spec.threads <= 65536, f"{cand}: {f}"
+    env = {**os.environ, "PATH": os.path.dirname(cuobjdump) + os.pathsep + os.environ["PATH"]}
+    out = subprocess.run([cuobjdump, "--dump-sass", "--function", spec.main,
+                          str(tmp_path / "k.cubin")], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    found = mnemonics(out.stdout)
+    missing = [m for m in spec.sass if not any(x == m or x.startswith(m + ".") for x in found)]
+    assert not missing, f"{spec.name} {cand}: no {missing}"
+    # the wgmma shape follows BN (m64nBNk8 tf32 / m64nBNk16 bf16)
+    assert re.search(rf"HGMMA\.64x{cand['BN']}x(8|16)\.", out.stdout), cand

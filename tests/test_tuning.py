@@ -3,6 +3,7 @@ launcher's spec is resolved from it."""
 import shutil
 import tomllib
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,79 @@ def test_the_registry_rejects_a_space_over_unknown_constants(tmp_path):
     from tests.test_registry import BASE, _write
     with pytest.raises(ValueError, match="tune maps constants"):
         registry.load_registry(_write(tmp_path, BASE + 'tune = { XX = [1, 2] }\n'))
+
+
+# 13 and 14 (issue 27): tuned = true with a search space over tile shape and stages. Their
+# constants as they ran before they were tuned, written out: until a GPU's table has an entry
+# for them, every size runs with exactly these.
+WGMMA_DEFAULTS = {
+    "13_tf32_wgmma_tma": {"BM": 128, "BN": 256, "STAGES": 4},
+    "14_bf16_wgmma_tma": {"BM": 128, "BN": 256, "STAGES": 4, "GROUP_M": 16,
+                          "PRODUCER_REGS": 40, "CONSUMER_REGS": 232}}
+
+
+def _without(tmp_path, kernels: tuple) -> Path:
+    """A copy of kernels/ whose tuned tables hold no entry for `kernels` (this commit's
+    state for 13 and 14, whatever a later `gemm tune` writes)."""
+    dst = tmp_path / "k"
+    shutil.copytree(registry.kernels_dir(), dst)
+    for path in (dst / "tuned").glob("*.toml"):
+        with open(path, "rb") as f:
+            tables = {k: v for k, v in tomllib.load(f).items() if k not in kernels}
+        path.write_text(tuning.render_table(path.stem, tables, "test"))
+    return dst
+
+
+def test_the_wgmma_kernels_run_their_registry_defaults_where_no_table_has_them(tmp_path,
+                                                                                monkeypatch):
+    from gemm.core import shapes
+    monkeypatch.setenv("GEMM_KERNELS_DIR", str(_without(tmp_path, tuple(WGMMA_DEFAULTS))))
+    tuning.table.cache_clear()
+    try:
+        assert "10_autotuned" in tuning.table("h200")   # the other tuned kernel's entry stays
+        sizes = set(BUCKET_BEFORE) | set(shapes.TRACKED) | {"129x131x72"}
+        for name, before in WGMMA_DEFAULTS.items():
+            spec = registry.get(name)
+            assert spec.tuned and spec.defines == before
+            for gpu in ("h200", "gpu-without-a-table"):
+                for size in sizes:
+                    got = tuning.resolve(spec, Problem.parse(size), gpu)
+                    assert got.defines == before, (name, gpu, size)
+                    assert (got.tile, got.block, got.smem, got.persistent, got.tma_boxes()) == \
+                        (spec.tile, spec.block, spec.smem, spec.persistent, spec.tma_boxes())
+    finally:
+        tuning.table.cache_clear()
+
+
+def test_the_wgmma_search_spaces_fit_one_short_tune_and_keep_the_defaults():
+    """Small spaces (`gemm tune` measures each candidate at 1024, 2048, 4096 and a ragged
+    shape): the registry defaults are a candidate (what medium and large keep unless beaten),
+    and so is a 64 x 128 tile (128 tiles at 1024: one wave of 132 SMs)."""
+    for name, before in WGMMA_DEFAULTS.items():
+        spec = registry.get(name)
+        cands = tuning.candidates(spec)
+        assert 2 <= len(cands) <= 8, (name, cands)
+        assert {k: before[k] for k in spec.tune} in cands
+        assert {"BM": 64, "BN": 128, "STAGES": 4} in cands
+        for c in cands:
+            s = spec.with_defines(**c)
+            assert s.threads == 128 * (1 + c["BM"] // 64) and s.smem <= 227 * 1024
+            assert s.tma_boxes()[0][:2] == ("A", c["BM"]) and s.tma_boxes()[1][:2] == ("B", c["BN"])
+
+
+def test_every_tuned_candidate_accepts_the_shapes_it_is_tuned_and_checked_at():
+    """`gemm tune` rejects a candidate with any record that is not ok: a shape the kernel
+    refuses by contract (TMA: K a multiple of 8) would reject them all, so a TMA kernel is
+    checked at a ragged shape it takes."""
+    from gemm.core.geometry import unsupported
+    from gemm.measure.tune import CHECK_SHAPE, check_shape
+    assert check_shape(registry.get("10_autotuned")) == CHECK_SHAPE == "129x131x67"
+    assert check_shape(registry.get("14_bf16_wgmma_tma")) == "129x131x72"
+    for spec in registry.registry().values():
+        if not spec.tune:
+            continue
+        shape = check_shape(spec)
+        for c in tuning.candidates(spec):
+            s = spec.with_defines(**c)
+            for size in [size for _, _, size in tuning.TUNING_BUCKETS] + [shape]:
+                assert unsupported(s, Problem.parse(size)) is None, (spec.name, c, size)

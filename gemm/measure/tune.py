@@ -4,7 +4,9 @@ entry declares (`tune`), and keep the winner of each tuning bucket (gemm.core.tu
 Every candidate is compiled ahead in parallel (nvcc needs no GPU), then measured by the
 ordinary sweep, one worker process per candidate, under the suite's timing policy: checked
 against the float64 reference with every (alpha, beta) pair of the correctness gate, at the
-tuning buckets' sizes and at an unaligned odd shape (the fallback path), before it is timed. A
+tuning buckets' sizes and at a ragged shape (check_shape: every dimension odd, the fallback
+path; a TMA kernel, which refuses an odd K by contract, gets ragged M and N with K a multiple
+of 8 and a partial K tile), before it is timed. A
 candidate is rejected if it does not compile, uses local memory (spills or a stack frame), or
 computes a wrong answer anywhere. The winner of a bucket is the fastest accepted candidate at
 that bucket's size. The search log keeps every candidate with its status, registers and TFLOPS.
@@ -20,6 +22,22 @@ from ..core.policy import SUITE
 from ..core.registry import KernelSpec
 
 CHECK_SHAPE = "129x131x67"   # unaligned: the fallback path; remainders everywhere
+# for kernels whose launch contract refuses CHECK_SHAPE (TMA: 16-byte row strides, so K a
+# multiple of 8 in bf16): M and N ragged for every tile, K one full tile and a partial one
+CHECK_SHAPE_ALIGNED = "129x131x72"
+
+
+def check_shape(spec: KernelSpec) -> str:
+    """The ragged shape a candidate is checked at: CHECK_SHAPE, or CHECK_SHAPE_ALIGNED where
+    the kernel refuses it by contract (gemm.core.geometry.unsupported), which would otherwise
+    reject every candidate as unsupported."""
+    from ..core.geometry import unsupported
+    from ..core.problem import Problem
+    ok = [s for s in (CHECK_SHAPE, CHECK_SHAPE_ALIGNED) if not unsupported(spec, Problem.parse(s))]
+    if not ok:
+        raise ValueError(f"{spec.name} refuses both tuning check shapes "
+                         f"({CHECK_SHAPE}, {CHECK_SHAPE_ALIGNED})")
+    return ok[0]
 
 
 def _compile(args) -> str | None:
@@ -41,7 +59,7 @@ def tune(spec: KernelSpec, policy=SUITE, log=print) -> dict:
     log(f"tune: {len(cands)} candidates compiled in {time.time() - t0:.0f} s "
         f"({sum(e is not None for e in errors)} failed)")
     sizes = [size for _, _, size in tuning.TUNING_BUCKETS]
-    problems = shapes.problems(sizes + [CHECK_SHAPE])
+    problems = shapes.problems(sizes + [check_shape(spec)])
     rows = []
     for i, (cand, err) in enumerate(zip(cands, errors)):
         row = {"defines": cand, "status": "ok", "why": "", "resources": None, "tflops": {},

@@ -46,8 +46,10 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
 
 
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
-    """What builds `kernel` at `rev` (git): its registry entry, sources, tuned constants and
-    the nvcc options (gemm/cuda/loader.py); None where git or the registry cannot say."""
+    """What builds `kernel` at `rev` (git): its registry entry less its search space (`tune`),
+    sources, the tables' entries for it where it is tuned (not the search logs; none yet: it
+    builds as before) and the nvcc options (gemm/cuda/loader.py); None where git or the
+    registry cannot say."""
     import tomllib
 
     def show(path: str) -> str | None:
@@ -68,10 +70,15 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
         if git.returncode(repo, "cat-file", "-e", f"{rev}:kernels/tuned") == 0:
             names = git.run(repo, "ls-tree", "--name-only", f"{rev}:kernels/tuned", timeout=30)
             for fn in names.split():
+                if not fn.endswith(".toml"):
+                    continue
                 try:
-                    tuned[fn] = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
+                    won = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
                 except tomllib.TOMLDecodeError:
-                    tuned[fn] = show(f"kernels/tuned/{fn}")
+                    won = show(f"kernels/tuned/{fn}")
+                if won is not None:
+                    tuned[fn] = won
+    entry = {k: v for k, v in entry.items() if k not in ("tune", "tuned")}
     return {"entry": entry, "files": files, "tuned": tuned,
             "loader": show("gemm/cuda/loader.py")}
 
