@@ -1,4 +1,5 @@
 """`gemm readme`: the README's results table written from results/, and held to it (CPU only)."""
+import re
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def test_committed_results_rendered_idempotent_and_checked(tmp_path, capsys):
     assert cli.main(["readme", "--results", str(RESULTS), "--file", str(f)]) == 0   # idempotent
     assert f.read_text() == text
     assert cli.main(["readme", "--results", str(RESULTS), "--file", str(f), "--check"]) == 0
-    f.write_text(text.replace(" (61 %)", " (62 %)", 1))
+    pct = re.search(r" \((\d+) %\)", table_of(text))      # any cell's % of cuBLAS, one point off
+    f.write_text(text.replace(pct.group(0), f" ({int(pct.group(1)) + 1} %)", 1))
     assert cli.main(["readme", "--results", str(RESULTS), "--file", str(f), "--check"]) == 1
     assert "gemm readme" in capsys.readouterr().out
 
