@@ -13,7 +13,7 @@
 # the printed picks then start a later call there).
 # Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
 # .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
-# base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the last trial's DROPs.
+# base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the newest trial with a DROP.
 # For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -97,8 +97,9 @@ for r in doc["rows"]:
 PY
 done
 if [ -n "$last" ] && [ "${AFTER:-1}" = 1 ] && [ $((SECONDS - t0)) -lt "${DEADLINE_S:-400}" ]; then true_size after; fi
-if [ -n "$last" ] && [ "${EXPLAIN:-0}" = 1 ]; then
-  mkdir -p "$d/x"; cp "$state/trial$last.json" "$d/x/regress.json"
+dropped=$(grep -l '"verdict": "DROP"' "$state"/trial*.json 2>/dev/null | sort -V | tail -n 1)
+if [ -n "$dropped" ] && [ "${EXPLAIN:-0}" = 1 ]; then   # the newest trial with a DROP
+  mkdir -p "$d/x"; cp "$dropped" "$d/x/regress.json"
   OUT="$d/x" COMMIT="$spin" bash ci/explain.sh
 fi
 echo "spin trial: $((SECONDS - t0)) s"
