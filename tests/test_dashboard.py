@@ -51,6 +51,9 @@ def plant_drop(src: Path, dst: Path, commit: str, key=PLANT, change=-0.01,
     if explanation:
         row["explanation"] = explanation
     s["rows"] = [r for r in s["rows"] if (r["kernel"], r["size"], r["metric"]) != key] + [row]
+    # a kept file holds the rows twice (its top-level rows and its summary's): the same in both
+    data["rows"] = [r for r in data.get("rows") or []
+                    if (r["kernel"], r["size"], r["metric"]) != key] + [row]
     s["counts"]["DROP"] = s["counts"].get("DROP", 0) + 1
     s["exit"] = 1
     data["summary"] = s
