@@ -238,7 +238,7 @@ def test_an_added_barrier_is_one_more_bar_per_k_step(tools, two_commits):
     assert ex.entries["sgemm_pipeline_main"].loop_diff
     assert any("BAR.SYNC" in ln and ln.startswith("+")
                for ln in ex.entries["sgemm_pipeline_main"].loop_diff)
-    assert "+1 BAR.SYNC.DEFER_BLOCKING per K-loop iteration" in ex.summary
+    assert "+1 BAR.SYNC.DEFER_BLOCKING per K step" in ex.summary    # 09: one K step per iteration
     listed = subprocess.run(["git", "-C", str(two_commits), "worktree", "list"],
                             capture_output=True, text=True).stdout
     assert len(listed.splitlines()) == 1                  # the temporary worktrees are gone

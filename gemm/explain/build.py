@@ -27,6 +27,7 @@ from ..core import geometry, git, tuning
 from ..core.problem import Problem, ShapeRefused
 from ..core.registry import (KernelSpec, RegistryError, kernel_sources, kernels_dir,
                              load_registry)
+from . import kstep
 from . import resources as res
 from . import sass
 
@@ -201,10 +202,23 @@ class LoopInfo:
     end: int
     instructions: int
     mix: dict
+    steps: int | None = None   # K steps one iteration covers (gemm.explain.kstep; None: unknown)
+    clock_reads: dict = field(default_factory=dict)   # opcode -> reads of the clock
+    inner: int = 0             # loops nested in it (a wait, say)
+    inner_clock: int = 0       # ... of them reading the clock
 
     def to_dict(self) -> dict:
         return {"start": self.start, "end": self.end, "instructions": self.instructions,
-                "mix": self.mix}
+                "mix": self.mix, "steps": self.steps, "clock_reads": self.clock_reads,
+                "inner_loops": self.inner}
+
+
+def loop_info(fn: sass.Function, loop: sass.Loop, spec: KernelSpec) -> LoopInfo:
+    inner = sass.inner_loops(fn, loop)
+    return LoopInfo(loop.start, loop.end, len(loop.instrs), sass.mix(loop.instrs),
+                    kstep.k_steps(loop.instrs, spec.tile, spec.threads, spec.defines),
+                    dict(sass.clock_reads(loop.instrs)), len(inner),
+                    sum(1 for lp in inner if sass.clock_reads(lp.instrs)))
 
 
 @dataclass
@@ -351,8 +365,7 @@ def build(tools: Tools, tree: Tree, name: str, prob: Problem, arch: str = DEFAUL
         loop = sass.main_loop(fn)
         entries[entry] = EntryBuild(
             entry, r, occ, sass.mix(fn.instrs),
-            LoopInfo(loop.start, loop.end, len(loop.instrs), sass.mix(loop.instrs))
-            if loop else None,
+            loop_info(fn, loop, spec) if loop else None,
             tuple(sass.normalised(fn.instrs, loop)),
             tuple(sass.normalised(loop.instrs, loop)) if loop else (),
             dict(sass.opcodes(loop.instrs)) if loop else {})

@@ -113,7 +113,7 @@ def _mix_table(ex: Explanation) -> list[str]:
             continue
         la, lb = a.loop, b.loop
         loops = (f"K loop {_span(la)} -> {_span(lb)}")
-        out.append(f" {entry}: SASS by class, whole function and {loops}")
+        out.append(f" {entry}: SASS by class, whole function and {loops}{_steps(d)}")
         out.append(f"  {'class':<10} {'old':>7} {'new':>7} {'diff':>6}   "
                    f"{'loop old':>8} {'new':>6} {'diff':>6}")
         for c in sass.InstrClass:
@@ -131,6 +131,14 @@ def _mix_table(ex: Explanation) -> list[str]:
             out.append("  K loop opcodes: " + ", ".join(f"{op} {x} -> {y}"
                                                         for op, (x, y) in ops))
     return out
+
+
+def _steps(d) -> str:
+    """", K steps per iteration 2 -> 1" where known (gemm.explain.kstep)."""
+    sa, sb = d.basis.steps
+    if not sa and not sb:
+        return ""
+    return f", K steps per iteration {sa or '?'} -> {sb or '?'}"
 
 
 def _span(lp) -> str:

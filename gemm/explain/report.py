@@ -1,7 +1,8 @@
 """Two builds of a kernel compared: what changed in the defines, the resources of each entry
-point, its SASS mix (whole function and the K loop per iteration), the K loop's body and the
-launch, and one summary line naming the largest differences (with, where the sides ran on a
-GPU, gemm.explain.gpureport's: time, counters, stalls, machine; for a drop the gate confirmed,
+point, its SASS mix (whole function and the K loop per iteration; the summary compares the
+K loop per K step where it can, gemm.explain.kstep), the K loop's body and the launch, and
+one summary line naming the largest differences (with, where the sides ran on a GPU,
+gemm.explain.gpureport's: time, counters, stalls, machine; for a drop the gate confirmed,
 the machine over its A/B, gemm.explain.abmachine). Pure: builds in, data out.
 
 The JSON document (schema gemm.explain/1) is described in docs/explain.md.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import kstep
 from . import resources as res
 from . import sass
 from .abmachine import ABMachine
@@ -59,11 +61,14 @@ class EntryDiff:
     loop_diff: list = field(default_factory=list)    # unified diff, registers normalised
     identical_sass: bool = False
     loop_size: tuple = (0, 0)                        # K-loop instructions, old and new
+    basis: kstep.Basis = field(default_factory=kstep.Basis)   # per K step or per iteration
+    loop_words: str = ""                             # the summary's part for the K loop
 
     def to_dict(self) -> dict:
         return {"present": list(self.present), "resources": self.resources, "mix": self.mix,
                 "loop_mix": self.loop_mix, "loop_opcodes": self.loop_opcodes,
                 "loop_diff": self.loop_diff, "loop_instructions": list(self.loop_size),
+                "loop_steps": list(self.basis.steps), "loop_unit": self.basis.unit,
                 "identical_sass": self.identical_sass}
 
 
@@ -111,6 +116,8 @@ class Explanation:
 
 
 def diff_entry(old: Build, new: Build, entry: str) -> EntryDiff:
+    """An entry point's differences; its K loop compared per K step where the K steps an
+    iteration covers are known (gemm.explain.kstep), else per iteration."""
     a, b = old.entries.get(entry), new.entries.get(entry)
     d = EntryDiff(entry, (a is not None, b is not None))
     if a is None or b is None:
@@ -122,6 +129,9 @@ def diff_entry(old: Build, new: Build, entry: str) -> EntryDiff:
     ops = _pairs(a.loop_opcodes, b.loop_opcodes)
     d.loop_opcodes = {k: [v[0] or 0, v[1] or 0] for k, v in ops.items()}
     d.identical_sass = a.listing == b.listing
+    d.basis = kstep.basis(a.loop, b.loop, old.defines == new.defines)
+    if not d.identical_sass:
+        d.loop_words = kstep.loop_part(a, b, d.basis, SALIENT)
     if a.loop_listing != b.loop_listing:
         d.loop_diff = sass.unified(list(a.loop_listing), list(b.loop_listing), DIFF_LINES,
                                    f"old {entry} K loop", f"new {entry} K loop")
@@ -163,22 +173,6 @@ def change(key: str, pair) -> str:
     return f"{NAMES.get(key, key)} {_fmt(key, pair[0])} -> {_fmt(key, pair[1])}"
 
 
-def _loop_part(d: EntryDiff, limit: int = 3) -> str:
-    """"+1 BAR.SYNC.DEFER_BLOCKING, -2 LDGSTS.E.BYPASS.128 per K-loop iteration"."""
-    salient = [c.value for c in SALIENT]
-    rank = {op: (salient.index(sass.classify(op).value) if sass.classify(op).value in salient
-                 else len(salient)) for op in d.loop_opcodes}
-    ops = sorted(d.loop_opcodes.items(), key=lambda kv: (rank[kv[0]], -abs(kv[1][1] - kv[1][0])))
-    named = [f"{n - o:+d} {op}" for op, (o, n) in ops if rank[op] < len(salient)][:limit]
-    if named:
-        return ", ".join(named) + " per K-loop iteration"
-    if d.loop_mix:
-        moved = sorted(d.loop_mix.items(), key=lambda kv: -abs((kv[1][1] or 0) - (kv[1][0] or 0)))
-        return f"K loop {d.loop_size[0]} -> {d.loop_size[1]} instructions per iteration (" + \
-            ", ".join(f"{k} {(n or 0) - (o or 0):+d}" for k, (o, n) in moved[:3]) + ")"
-    return ""
-
-
 def summarise(ex: Explanation) -> str:
     """The largest differences, most telling first, in one line: the builds', then (where
     the sides ran on a GPU) the time, counters, stalls and machine, then the machine over the
@@ -212,7 +206,7 @@ def static_summary(ex: Explanation) -> str:
             shown_res = True
     main = next(iter(ex.entries.values()), None)
     if main and all(main.present):
-        loop = _loop_part(main)
+        loop = main.loop_words
         if loop:
             parts.append(loop)
         elif main.mix and not main.identical_sass:

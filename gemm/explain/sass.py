@@ -2,10 +2,12 @@
 instruction in a class (FFMA, tensor, shared loads, ...), the main K loop found, and two
 listings compared with register numbers normalised. Pure text processing: no GPU, no tools.
 
-The main K loop is a backward branch's range [target, branch]: among the innermost such
-ranges (containing no other one) the one with the most tensor and FFMA instructions, else the
-longest. A range holding an unpredicated EXIT is not a loop (an out-of-line wait stub that
-jumps back into the body is a backward branch too).
+The main K loop is a backward branch's range [target, branch]: among the loops with math in
+them (tensor or FFMA instructions) the innermost ones (holding no other loop with math; a loop
+without math inside, such as a wait on the clock, does not count), the one with the most
+tensor, then FFMA instructions; where no loop has math, the longest innermost loop. A range
+holding an unpredicated EXIT is not a loop (an out-of-line wait stub that jumps back into the
+body is a backward branch too).
 """
 from __future__ import annotations
 
@@ -151,20 +153,57 @@ def loops(fn: Function) -> list[Loop]:
     return out
 
 
-def _work(loop: Loop) -> int:
-    return sum(1 for i in loop.instrs if i.klass in (InstrClass.TENSOR, InstrClass.FFMA))
+def _work(loop: Loop) -> tuple[int, int]:
+    """(tensor, FFMA) instructions in the loop."""
+    k = Counter(i.klass for i in loop.instrs)
+    return k.get(InstrClass.TENSOR, 0), k.get(InstrClass.FFMA, 0)
+
+
+def _inside(inner: Loop, outer: Loop) -> bool:
+    """`inner` lies within `outer` and is not it."""
+    return (outer.start <= inner.start and inner.end <= outer.end
+            and (inner.start, inner.end) != (outer.start, outer.end))
+
+
+def inner_loops(fn: Function, loop: Loop) -> list[Loop]:
+    """The loops nested in `loop` (a wait on the clock, a fill loop the compiler kept)."""
+    return [lp for lp in loops(fn) if _inside(lp, loop)]
 
 
 def main_loop(fn: Function) -> Loop | None:
-    """The K loop: the innermost loop with the most tensor + FFMA instructions (else the
-    longest innermost loop); None where the function has no loop."""
+    """The K loop: among the loops with math (tensor or FFMA instructions), the innermost
+    ones (no loop with math inside them; a loop without math, a wait say, may be), the one
+    with the most tensor, then FFMA instructions; where no loop has math, the longest
+    innermost loop; None where the function has no loop."""
     found = loops(fn)
-    inner = [lp for lp in found if not any(o is not lp and lp.start <= o.start and o.end <= lp.end
-                                           and (o.start, o.end) != (lp.start, lp.end)
-                                           for o in found)]
+    working = [lp for lp in found if any(_work(lp))]
+    pool = working or found
+    inner = [lp for lp in pool if not any(_inside(o, lp) for o in pool)]
     if not inner:
         return None
-    return max(inner, key=lambda lp: (_work(lp), len(lp.instrs), -lp.start))
+    return max(inner, key=lambda lp: (*_work(lp), len(lp.instrs), -lp.start))
+
+
+CLOCKS = ("SR_CLOCKLO", "SR_CLOCKHI", "SR_GLOBALTIMERLO", "SR_GLOBALTIMERHI")
+
+
+def clock_reads(instrs) -> Counter:
+    """Reads of the SM clock or the global timer (clock64(), %globaltimer: CS2R, S2R, S2UR
+    of SR_CLOCKLO, ...), per full opcode."""
+    return Counter(i.opcode for i in instrs if any(c in i.operands for c in CLOCKS))
+
+
+_MMA_SHAPE = re.compile(r"^(16|8)(8)(\d+)$")
+
+
+def mma_shape(opcode: str) -> tuple[int, int, int] | None:
+    """(m, n, k) of a warp-wide HMMA/IMMA (HMMA.1688.F32.TF32: 16 x 8 x 8); None for any
+    other instruction (HGMMA is warpgroup-wide)."""
+    parts = opcode.split(".")
+    if parts[0] not in ("HMMA", "IMMA") or len(parts) < 2:
+        return None
+    m = _MMA_SHAPE.match(parts[1])
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 
 def normalise(ins: Instr, loop: Loop | None = None) -> str:
