@@ -168,8 +168,9 @@ def test_without_an_ab_the_history_alone_never_fails_where_a_gpu_is(stub_repo, g
     shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(2)]
     res = history_for(stub_repo, [("e" * 40, 30.0), (shas[1], 29.0)])   # unknown reference
     assert gate(stub_repo, res) == 0          # -3.3 % on the history, but no A/B could be made
-    out = capsys.readouterr().out
-    assert "UNRESOLVED" in out and "no A/B" in out and "rev-parse" in out
+    out = capsys.readouterr()
+    assert "UNRESOLVED" in out.out and "the A/B broke off" in out.out   # the why, typed
+    assert "broke off" in out.err and "rev-parse" in out.err           # the error, logged
     assert gate(stub_repo, res, "--strict") == 1
 
 

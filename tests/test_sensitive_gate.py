@@ -76,6 +76,12 @@ def gate(repo, res, *extra):
                      "--calibration", str(repo.parent / "calibration"), *extra])
 
 
+def notes(repo) -> str:
+    """The whole notes of the last gate(..., "--json", repo.parent / "r.json") (the console
+    gives an UNRESOLVED series a short note, gemm.cli.unresolved)."""
+    return " ".join(r["note"] for r in json.loads((repo.parent / "r.json").read_text())["rows"])
+
+
 def test_a_one_percent_code_drop_is_confirmed_and_a_machine_shift_dismissed(repo, gpu_here,
                                                                               capsys):
     shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
@@ -95,10 +101,12 @@ def test_an_unresolved_ab_passes_unless_strict(repo, gpu_here, capsys):
     shas = [commit(repo, 30.0, f"c{i}", noise=0.01) for i in range(4)]   # 1 % noise per process
     new = commit(repo, 29.85, "half a percent", noise=0.01)
     res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
-    assert gate(repo, res, "--no-anchor", "--max-rounds", "2") == 0
+    assert gate(repo, res, "--no-anchor", "--max-rounds", "2", "--json",
+                str(repo.parent / "r.json")) == 0
     out = capsys.readouterr()
-    assert "UNRESOLVED" in out.out and "still ambiguous after 2 rounds" in out.out
-    assert "at this noise a decision takes about" in out.out
+    assert "UNRESOLVED" in out.out and "2 measured 2 rounds, undecided at the round cap" in out.out
+    assert "still ambiguous after 2 rounds" in notes(repo)
+    assert "at this noise a decision takes about" in notes(repo) and ", needs ~" in out.out
     assert out.err.count("A/B round") == 2 * 4            # two rounds of A B B A
     assert gate(repo, res, "--no-anchor", "--max-rounds", "2", "--strict") == 1
 
@@ -110,10 +118,11 @@ def test_an_effect_on_the_margin_is_said_to_be_there(repo, gpu_here, capsys):
     new = commit(repo, 30.0 * (1 - 0.005), "half a percent")
     res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])   # the screen flags it
     quiet_runner(repo)
-    assert gate(repo, res, "--no-anchor") == 0
+    assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 0
     out = capsys.readouterr().out
-    assert "UNRESOLVED" in out and "lies on the decision margin (-0.5 %)" in out
-    assert "at this noise a decision takes" not in out
+    assert "UNRESOLVED" in out and "lies on the decision margin (-0.5 %)" in notes(repo)
+    assert "at this noise a decision takes" not in notes(repo)
+    assert "rounds: -0.5" in out and ", on the decision margin" in out and "needs ~" not in out
 
 
 def quiet_runner(repo):
@@ -190,9 +199,11 @@ def test_an_ab_that_breaks_off_keeps_its_decisions_and_never_falls_back_to_histo
     shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
     new = commit(repo, 30.0, "same code", break_at=6)   # measures 6 processes, then fails
     res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.0)])   # -3.3 % on the history
-    assert gate(repo, res, "--no-anchor", "--min-rounds", "2") == 0
+    assert gate(repo, res, "--no-anchor", "--min-rounds", "2", "--json",
+                str(repo.parent / "r.json")) == 0
     out = capsys.readouterr()
-    assert "broke off" in out.err and "UNRESOLVED" in out.out and "no A/B" in out.out
+    assert "broke off" in out.err and "UNRESOLVED" in out.out and "no A/B" in notes(repo)
+    assert "the A/B broke off (a commit could not be checked out or measured)" in out.out
 
 
 def test_the_time_budget_stops_new_rounds(repo, gpu_here, capsys):
@@ -201,7 +212,8 @@ def test_the_time_budget_stops_new_rounds(repo, gpu_here, capsys):
     res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
     assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 0
     out = capsys.readouterr()
-    assert "out of the A/B time budget" in out.out and out.err.count("A/B round") == 4
+    assert "2 measured 1 round, undecided at the 0.001-s budget" in out.out
+    assert out.err.count("A/B round") == 4
 
 
 def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_here, capsys):
@@ -215,9 +227,11 @@ def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_h
     calibration.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.004, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
-    assert gate(repo, res, "--no-anchor", "--budget", "0.001", "--overtime", "0") == 0
+    assert gate(repo, res, "--no-anchor", "--budget", "0.001", "--overtime", "0", "--json",
+                str(repo.parent / "r.json")) == 0
     out = capsys.readouterr()
-    assert "UNRESOLVED" in out.out and "out of the A/B time budget (0 s) after 1 rounds" in out.out
+    assert "UNRESOLVED" in out.out and "undecided at the 0.001-s budget" in out.out
+    assert "out of the A/B time budget (0 s) after 1 rounds" in notes(repo)
     assert "1.9 %" in out.out                      # the series' minimum effect, shown
     assert out.err.count("A/B round") == 4 and "overtime" not in out.err
     assert gate(repo, res, "--no-anchor", "--budget", "0.001") == 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from ..core import metrics
@@ -16,6 +17,7 @@ from ..core.problem import SizeClass
 from ..track import anchor as anchors
 from ..track.gate import MIN_EFFECT, GateConfig, Verdict
 from ..track.judge import BadRequest, Report, Request, judge
+from . import unresolved
 from .tables import regress_table
 
 
@@ -144,7 +146,9 @@ def main(args) -> int:
         return rep.exit
     rows = rep.rows
     shown = rows if args.all else [r for r in rows if r.verdict != Verdict.OK]
-    print(regress_table(shown, rep.commit) if shown else
+    config = asdict(rep.config)   # an UNRESOLVED row that does not fail: its short note
+    notes = [unresolved.note(asdict(r), config) for r in shown]
+    print(regress_table(shown, rep.commit, notes) if shown else
           f"gemm regress: commit {rep.commit[:10]}: every series within noise of its history")
     for r in rows:
         steps = [f"{cp['commit'][:10]} {100 * cp['change']:+.2f} %" for cp in r.changepoints
@@ -160,6 +164,11 @@ def main(args) -> int:
                                       + (f", {len(r.carried) + 1} commits running"
                                          if r.carried else "") + ")"
                                       for r in rep.unresolved))
+        why = unresolved.lines([asdict(r) for r in rows], config)
+        for line in why:
+            print(f"  {line}")
+        if why:
+            print("  (their whole notes: gemm show --full on the --json report)")
     for r in rep.failing:
         change = "" if r.change is None else f"{100 * r.change:+.2f} %"
         if r.anchor_change is not None:

@@ -1,7 +1,8 @@
 """`gemm show`: tables from saved measurements, gate reports, kept verdict files
 (verdicts/<machine>/<commit>.json), calibration files or asv's result files
 (results/<machine>/*.json). A confirmed DROP's explanation, where attached, is printed under
-it ("why: ...")."""
+it ("why: ..."); UNRESOLVED series are told by reason (gemm.cli.unresolved), each with a short
+note (--full: the whole note)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +19,8 @@ def add_arguments(p) -> None:
                    "(gemm regress --json), kept verdicts (verdicts/<machine>/<commit>.json), "
                    "calibrations (calibration/*.json) or asv result files "
                    "(results/<machine>/*.json)")
-    p.add_argument("--full", action="store_true", help="the per-kernel tables too")
+    p.add_argument("--full", action="store_true",
+                   help="the per-kernel tables too, and each UNRESOLVED series' whole note")
 
 
 def run(args) -> int:
@@ -51,9 +53,9 @@ def run(args) -> int:
             _print_noise(doc)
             _print_detection(doc, "")
         elif "rows" in doc and "format" in doc and "summary" in doc:
-            _show_regress(_as_report(doc), f"verdicts kept on {doc.get('machine')}")
+            _show_regress(_as_report(doc), f"verdicts kept on {doc.get('machine')}", args.full)
         elif "rows" in doc:
-            _show_regress(doc)
+            _show_regress(doc, full=args.full)
         else:
             records += doc["records"]
     if records:
@@ -134,25 +136,33 @@ def _as_report(doc: dict) -> dict:
         if isinstance(r, dict) and {"kernel", "size", "metric", "verdict"} <= set(r):
             key = (r["kernel"], r["size"], r["metric"])
             rows[key] = {**rows.get(key, {}), **{k: v for k, v in r.items() if v is not None}}
+    # its gate's settings are not kept: those of today's (carry_commits: which UNRESOLVED fail)
+    from ..track.gate import GateConfig
     return {"machine": doc.get("machine"), "commit": doc.get("commit"),
             "exit": s.get("exit", "-"), "counts": s.get("counts") or {},
-            "rows": list(rows.values())}
+            "rows": list(rows.values()), "config": {"carry_commits": GateConfig.carry_commits}}
 
 
-def _show_regress(doc: dict, title: str | None = None) -> None:
+def _show_regress(doc: dict, title: str | None = None, full: bool = False) -> None:
     from ..track.verdicts import why
+    from . import unresolved
     counts = doc.get("counts") or {}
     print(f"{title or 'gate on ' + str(doc.get('machine'))}: commit "
           f"{str(doc.get('commit'))[:10]}, exit {doc.get('exit')}: "
           + (", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
              or ("EMPTY run" if doc.get("empty") else "no series")))
+    reasons = unresolved.lines(doc["rows"], doc.get("config"))
+    if reasons:
+        print("  UNRESOLVED, why" + ("" if full else " (--full: each one's whole note)") + ":")
+        for line in reasons:
+            print(f"    {line}")
     explained = set()
     for r in doc["rows"]:
         if r["verdict"] not in ("ok", "new", "improved"):
             effect = (f" (min effect {100 * r['min_effect']:.1f} %)"
                       if r.get("min_effect") is not None else "")
             print(f"  {r['kernel']} {r['size']} {r['metric']}{effect}: {r['verdict']} "
-                  f"{r.get('note', '')}")
+                  f"{unresolved.note(r, doc.get('config'), full)}")
             line = why(r.get("explanation")) if r["verdict"] == "DROP" else ""
             if line and (r["kernel"], r["size"]) not in explained:   # once for both metrics
                 explained.add((r["kernel"], r["size"]))

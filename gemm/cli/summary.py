@@ -1,9 +1,11 @@
 """`gemm summary`: the per-commit GPU job's summary in markdown (the job's step summary and,
 on a pull request, its comment): the gate's verdicts (from its gemm.regress/1 report: the
-counts, then every series that is not ok, those that fail the gate and the UNRESOLVED first;
+counts, then every series that is not ok, those that fail the gate and the UNRESOLVED first,
+these by reason with a short note each (gemm.cli.unresolved), their whole notes collapsed;
 under them why each confirmed DROP dropped, where ci/explain.sh attached its explanation to
 the report's rows) and this commit's table, kernels x tracked sizes, TFLOPS and % of cuBLAS
-(from the record's sweep documents, gemm.measure/1, the numbers `gemm show` prints from them).
+(gemm.cli.markdown, from the record's sweep documents, gemm.measure/1, the numbers `gemm show`
+prints from them).
 
 It never fails for want of input: a report or sweep that is missing or unreadable is said in
 a line of the summary (the stage that should have written it failed or did not run), and the
@@ -15,14 +17,17 @@ import json
 import sys
 from pathlib import Path
 
+from . import unresolved
 from .common import UsageError
+from .markdown import MARK, results_table
+from .markdown import cell as _cell, kernel_label as _kernel_label, metric_label as _metric_label
+from .markdown import pct as _pct
 
 # the order verdicts are listed in, and their marks: those that fail the gate (red), the
 # undecided (yellow), then the rest (in a collapsed list)
 FAILING = ("DROP", "FAILED", "MISSING")
 ORDER = ("DROP", "FAILED", "MISSING", "UNRESOLVED", "drop?", "noise", "improved", "new",
          "skipped")
-MARK = {"DROP": "🔴", "FAILED": "🔴", "MISSING": "🔴", "UNRESOLVED": "🟡"}
 GITHUB_COMMENT_LIMIT = 65536        # characters of a pull-request comment
 
 
@@ -116,35 +121,6 @@ def load_regress(path) -> tuple[dict | None, str | None]:
 
 # --- markdown --------------------------------------------------------------------------------
 
-def _cell(text) -> str:
-    """Text safe inside a markdown table cell."""
-    s = "" if text is None else str(text)
-    return (s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("|", "\\|").replace("\r", " ").replace("\n", " "))
-
-
-def _pct(x, signed=True, nd=2) -> str:
-    if x is None:
-        return "-"
-    return f"{100 * x:+.{nd}f} %" if signed else f"{100 * x:.{nd}f} %"
-
-
-def _kernel_label(name: str) -> str:
-    try:
-        from ..core.registry import label
-        return label(name)
-    except Exception:       # noqa: BLE001 -- a name alone is fine in a summary
-        return name
-
-
-def _metric_label(key: str) -> str:
-    from ..core import metrics
-    try:
-        return metrics.get(key).label
-    except ValueError:
-        return key
-
-
 def _stage_line(stages) -> str:
     def one(name, result):
         r = result.lower()
@@ -183,19 +159,10 @@ def _headline(doc: dict | None) -> str:
     return f"**Regression gate: FAILED** ❌ ({', '.join(what) or 'exit ' + str(doc.get('exit'))})"
 
 
-def _running(r: dict) -> int:
-    """How many commits running a series has been UNRESOLVED (this one included)."""
-    return len(r.get("carried") or []) + 1
-
-
 def _failing_unresolved(doc: dict) -> int:
-    """The UNRESOLVED series that fail the gate (gemm.track.gate.failed): all under --strict,
-    else those UNRESOLVED at carry_commits commits running."""
-    cfg = doc.get("config") or {}
-    carry = cfg.get("carry_commits")
+    """The UNRESOLVED series that fail the gate (gemm.track.gate.failed)."""
     return sum(1 for r in doc.get("rows", []) if isinstance(r, dict)
-               and r.get("verdict") == "UNRESOLVED"
-               and (cfg.get("strict") or (carry is not None and _running(r) >= carry)))
+               and unresolved.fails(r, doc.get("config")))
 
 
 def _counts_line(doc: dict) -> str:
@@ -220,16 +187,22 @@ def _verdict_rows(doc: dict) -> tuple[list[dict], list[dict]]:
     return top, [r for r in rows if r not in top]
 
 
-def _verdict_table(rows: list[dict], note_chars: int | None) -> list[str]:
+def _short(text: str, chars: int | None) -> str:
+    return text if chars is None or len(text) <= chars else \
+        text[:max(chars - 1, 0)].rstrip() + "…"
+
+
+def _verdict_table(rows: list[dict], note_chars: int | None, config=None) -> list[str]:
+    """The rows' table; an UNRESOLVED row that does not fail the gate with its short note
+    (gemm.cli.unresolved)."""
     out = ["| | kernel | size | metric | verdict | change | vs anchor | min effect | note |",
            "|---|---|---|---|---|---:|---:|---:|---|"]
     for r in rows:
         v = str(r.get("verdict"))
-        note = str(r.get("note") or "")
-        if v == "UNRESOLVED" and _running(r) > 1:
-            note = f"{_running(r)} commits running. {note}"
-        if note_chars is not None and len(note) > note_chars:
-            note = note[:max(note_chars - 1, 0)].rstrip() + "…"
+        note = unresolved.note(r, config)
+        if v == "UNRESOLVED" and unresolved.running(r) > 1:
+            note = f"{unresolved.running(r)} commits running. {note}"
+        note = _short(note, note_chars)
         me = r.get("min_effect")
         out.append("| " + " | ".join([
             MARK.get(v, ""), _cell(_kernel_label(str(r.get("kernel")))), _cell(r.get("size")),
@@ -238,6 +211,25 @@ def _verdict_table(rows: list[dict], note_chars: int | None) -> list[str]:
             _pct(r.get("change")), _pct(r.get("anchor_change")),
             "-" if me is None else _pct(me, signed=False, nd=1), _cell(note)]) + " |")
     return out
+
+
+def _unresolved_lines(doc: dict, chars: int | None) -> tuple[list[str], list[str]]:
+    """(a line per reason the UNRESOLVED series were left open, the notes they shorten, once
+    each, in a collapsed list); ([], []) for a report that names no reasons."""
+    rows = [r for r in doc.get("rows", []) if isinstance(r, dict)]
+    why = unresolved.lines(rows, doc.get("config"))
+    if not why:
+        return [], []
+    full = [f"- {', '.join(_cell(_name(r)) for r in rs)}: {_cell(_short(n, chars))}"
+            for rs, n in unresolved.notes(rows)]
+    return (["Why UNRESOLVED:", "", *(f"- 🟡 {_cell(w)}" for w in why), ""],
+            ["<details><summary>The UNRESOLVED series' notes in full</summary>", "", *full,
+             "", "</details>", ""])
+
+
+def _name(r: dict) -> str:
+    return (f"{_kernel_label(str(r.get('kernel')))} {r.get('size')} "
+            f"{_metric_label(str(r.get('metric')))}")
 
 
 def _why_lines(rows: list[dict], chars: int | None) -> list[str]:
@@ -251,64 +243,6 @@ def _why_lines(rows: list[dict], chars: int | None) -> list[str]:
         out.append(f"- 🔴 {_cell(_kernel_label(str(k)))} at {_cell(s)}: {_cell(line)}")
     return ["**Why** (`gemm explain`: what changed in the code since the commit the drop was "
             "confirmed against)", "", *out, ""] if out else []
-
-
-def _size_key(size: str):
-    from ..core.shapes import TRACKED
-    return (0, TRACKED.index(size)) if size in TRACKED else (1, 0)
-
-
-def results_table(records: list[dict], flagged: dict | None = None) -> list[str]:
-    """Kernels down, sizes across (the tracked sizes in their order): 'TFLOPS (% of cuBLAS)',
-    or the failure status; then a row per cuBLAS configuration (the kernels' baselines: fp32,
-    tf32, ...), its median TFLOPS over the records that timed it. A (kernel, size) with a
-    verdict in `flagged` gets its mark. Where several records have a (kernel, size) (a target
-    the shared sweep left to its own sweep), a timed one wins."""
-    from ..core import metrics, registry, stats
-    flagged = flagged or {}
-    best: dict[tuple[str, str], dict] = {}
-    blas: dict[tuple[str, str], list[float]] = {}
-    for r in records:
-        if not isinstance(r, dict) or "kernel" not in r or "size" not in r:
-            continue
-        b = metrics.baseline_values(r)["tflops"] if r.get("baseline_time") else None
-        if b is not None:
-            blas.setdefault((str(r.get("baseline") or r["kernel"]), r["size"]), []).append(b)
-        if r.get("role", "kernel") != "kernel" or r["kernel"] in registry.BASELINES:
-            continue
-        key = (r["kernel"], r["size"])
-        if key not in best or metrics.timed(r) or not metrics.timed(best[key]):
-            best[key] = r
-    sizes = sorted({s for _, s in best} | {s for _, s in blas}, key=_size_key)
-    order = {b: i for i, b in enumerate(registry.BASELINES)}
-    baselines = sorted({b for b, _ in blas}, key=lambda b: (order.get(b, len(order)), b))
-    kernels = sorted({k for k, _ in best})
-    if not kernels:
-        return []
-
-    def cell(k, s):
-        r = best.get((k, s))
-        if r is None:
-            return ""
-        v = metrics.values(r)
-        if v["tflops"] is not None:
-            text = f"{v['tflops']:.2f} ({v['pct_of_cublas']:.0f} %)"
-        elif r.get("status") == "unsupported":
-            text = "unsupported"
-        else:
-            text = f"**{_cell(str(r.get('status', '?')).upper())}**"
-        mark = flagged.get((k, s))
-        return f"{MARK[mark]} {text}" if mark else text
-
-    out = ["| TFLOPS (% of cuBLAS) | " + " | ".join(sizes) + " |",
-           "|---|" + "---:|" * len(sizes)]
-    for k in kernels:
-        out.append(f"| {_cell(_kernel_label(k))} | " + " | ".join(cell(k, s) for s in sizes)
-                   + " |")
-    for b in baselines:
-        out.append(f"| {_cell(b)} | " + " | ".join(
-            f"{stats.median(blas[b, s]):.2f}" if (b, s) in blas else "-" for s in sizes) + " |")
-    return out
 
 
 def _flagged(doc: dict | None) -> dict:
@@ -356,17 +290,18 @@ def render(sweeps, regress, stages=(), max_chars: int = 60000) -> str:
                 lines += [f"Minimum effects are the size classes' floors: "
                           f"{_cell(doc['calibration_note'])}", ""]
             if top:
-                lines += ["### Failing and UNRESOLVED series", ""]
-                lines += _verdict_table(top[:n_top], note_chars)
+                why, full = _unresolved_lines(doc, note_chars)
+                lines += ["### Failing and UNRESOLVED series", "", *why]
+                lines += _verdict_table(top[:n_top], note_chars, doc.get("config"))
                 if n_top < len(top):
                     lines.append(f"\n… and {len(top) - n_top} more (regress.json in the job's "
                                  "artifact has them all)")
                 lines.append("")
-                lines += _why_lines(top, note_chars)
+                lines += _why_lines(top, note_chars) + full
             if rest:
                 lines += [f"<details><summary>{len(rest)} other series not ok (noise, improved,"
                           " new, ...)</summary>", ""]
-                lines += _verdict_table(rest[:n_rest], note_chars)
+                lines += _verdict_table(rest[:n_rest], note_chars, doc.get("config"))
                 if n_rest < len(rest):
                     lines.append(f"\n… and {len(rest) - n_rest} more (regress.json in the job's "
                                  "artifact has them all)")

@@ -84,7 +84,9 @@ def summary_table(records: list[dict]) -> str:
     return table(["TFLOPS (% of cuBLAS)"] + sizes, rows)
 
 
-def regress_table(rows, commit: str) -> str:
+def regress_table(rows, commit: str, notes: list | None = None) -> str:
+    """The gate's rows (gemm.track.gate.Row); `notes`: each row's note as shown (default its
+    own)."""
     def f(x, pct=False):
         if x is None:
             return "-"
@@ -94,7 +96,8 @@ def regress_table(rows, commit: str) -> str:
     body = [[label(r.kernel), r.size, metrics.get(r.metric).label, f"{f(r.centre)} (n={r.n_hist})",
              f(r.new), f(r.change, True), f(None if r.bound is None else -r.bound, True),
              "-" if r.min_effect is None else f"{100 * r.min_effect:.1f} %",
-             r.verdict, r.note] for r in rows]
+             r.verdict, r.note if notes is None else n]
+            for r, n in zip(rows, notes or [None] * len(rows))]
     head = f"gemm regress: commit {commit[:10]} against the history before it\n"
     return head + table(["kernel", "size", "metric", "history median", "new", "change",
                          "flag at", "min effect", "verdict", "note"], body, "llllrrrrll")

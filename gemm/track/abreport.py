@@ -1,28 +1,51 @@
-"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note and effects."""
+"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note, effects and the
+comparisons it left open (`open`: why each, typed by abrun.Stop)."""
 from __future__ import annotations
 
 import math
 
 from ..core import stats
 from . import decision
+from .abrun import Stop
 from .gate import Row, Verdict
 
 
-def power_note(ab, r: Row, e) -> str:
-    """How many rounds this noise needs (decision.rounds_needed)."""
+def rounds_needed(ab, r: Row, e) -> int | None:
+    """How many rounds this noise needs for a decision (decision.rounds_needed); None where
+    the rounds give no noise."""
     if not e.sigma or e.sigma != e.sigma:
-        return ""
+        return None
     prior = ab.prior(r)
     rounds = e.n_new // 2
-    need = decision.rounds_needed(e.sigma, r.min_effect, ab.cfg.alpha, ab.family,
+    return decision.rounds_needed(e.sigma, r.min_effect, ab.cfg.alpha, ab.family,
                                   prior_dof=0 if prior is None else
                                   rounds - 1 if prior.borrowed else prior.dof)
+
+
+def power_note(ab, r: Row, e) -> str:
+    """How many rounds this noise needs, said."""
+    need = rounds_needed(ab, r, e)
+    if need is None:
+        return ""
+    rounds = e.n_new // 2
     if need <= rounds:   # the noise allowed a decision: the effect sits on the margin
         return (f"; the noise allows a decision, but the estimate lies on the decision "
                 f"margin (-{100 * r.min_effect / 2:g} %), between no change and a drop "
                 f"of {100 * r.min_effect:g} %, where either verdict is allowed")
     return (f"; at this noise a decision takes about {need} rounds"
             + (f" (--max-rounds {ab.cfg.max_rounds})" if need > ab.cfg.max_rounds else ""))
+
+
+def left_open(ab, i: int, stop: Stop, e=None) -> dict:
+    """Comparison i left open, typed (a row's `open`, docs/gate.md): against which commit,
+    why (Stop), its complete rounds (`kept` of them from an earlier commit; rounds == kept:
+    not measured here), the A/B's rounds by then, and the rounds its noise needs (None: not
+    known)."""
+    r, c = ab.comps[i]
+    closed = ab.closed.get(i)
+    return {"against": c, "stop": stop, "rounds": len(ab.paired(i)[0]), "kept": ab.kept(i),
+            "after": closed.after if closed else ab.total,
+            "needs": rounds_needed(ab, r, e) if e is not None else None}
 
 
 def finish(ab, machine=None) -> None:
@@ -34,7 +57,7 @@ def finish(ab, machine=None) -> None:
     for idxs in by_row.values():
         r = ab.comps[idxs[0]][0]
         parts, verdicts = [], []
-        r.effects, r.against = [], [ab.comps[i][1] for i in idxs]
+        r.effects, r.open, r.against = [], [], [ab.comps[i][1] for i in idxs]
         for i in idxs:
             c = ab.comps[i][1]
             refs, news, ks = ab.paired(i)
@@ -49,12 +72,16 @@ def finish(ab, machine=None) -> None:
                 new_failed, why_failed = ab.failed[i]
                 verdicts.append(Verdict.FAILED if new_failed else Verdict.UNRESOLVED)
                 parts.append(f"vs {c[:10]}: {why_failed}")
+                if not new_failed:
+                    r.open.append(left_open(ab, i, Stop.FAILED))
                 continue
             e = ab.estimate(i)
             why = ab.closed[i].why if i in ab.closed else ""
             if e is None:
                 verdicts.append(Verdict.UNRESOLVED if i not in ab.moot else Verdict.DROP)
                 parts.append(f"vs {c[:10]}: {ab.moot.get(i, why)}")
+                if i in ab.closed and i not in ab.moot:
+                    r.open.append(left_open(ab, i, ab.closed[i].stop))
                 continue
             if i in ab.moot:
                 parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {ab.moot[i]}")
@@ -62,6 +89,8 @@ def finish(ab, machine=None) -> None:
                 verdicts.append(Verdict.UNRESOLVED)
                 parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why}"
                              + power_note(ab, r, e))
+                if i in ab.closed:
+                    r.open.append(left_open(ab, i, ab.closed[i].stop, e))
             else:
                 verdicts.append(Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE)
                 parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")

@@ -19,18 +19,21 @@ from .gate import GateConfig, Row
 
 
 class Stop(StrEnum):
-    """Why a comparison was left open (UNRESOLVED)."""
+    """Why a comparison was left open (UNRESOLVED); a report row's `open` names it."""
     BUDGET = "budget"       # out of the time budget, or of its overtime
     CAP = "cap"             # at the round cap
     UNSTABLE = "unstable"   # the A/A control moved
     MISSING = "missing"     # a measurement reported nothing for it
     BROKEN = "broken"       # the A/B broke off (abtest.ABError)
+    FAILED = "failed"       # the reference's code failed here (ABRun.failed; the new code's
+                            # failing is the row's FAILED, not an open comparison)
 
 
 @dataclass(frozen=True)
 class Closed:
     stop: Stop
     why: str
+    after: int = 0          # the rounds the A/B had run (restarted ones included) by then
 
 
 def in_trees(tree: dict):
@@ -56,6 +59,7 @@ class ABRun:
         self.unguarded = False            # said once: no series here can judge the GPU
         self.untrusted: set[int] = set()  # left open as the A/A control moved: not carried
         self.restarts = 0
+        self.total = 0                    # rounds run, those a restart discarded included
         self.reset()
 
     def reset(self) -> None:
@@ -116,7 +120,7 @@ class ABRun:
 
     def close(self, i: int, stop: Stop, why: str) -> None:
         """Leave comparison i open (UNRESOLVED) for `why`, with the rounds it has now."""
-        self.closed[i] = Closed(stop, why)
+        self.closed[i] = Closed(stop, why, self.total)
         self.upto.setdefault(i, len(self.paired(i)[0]))
 
     def paired(self, i: int) -> tuple[list, list, list]:
@@ -266,21 +270,21 @@ class ABRun:
     def run(self) -> None:
         """Rounds until every comparison is decided or closed (then `closed` says why)."""
         clock = self.clock or time.monotonic
-        total, t0 = 0, clock()
+        t0 = clock()
         while self.n < self.cfg.max_rounds and self.undecided():
             spent = clock() - t0
             chosen = [] if self.overtime else self.choose(self.cfg.budget_s - spent,
-                                                          first=total == 0)
+                                                          first=self.total == 0)
             if not chosen:   # no more within the budget: overtime for what is on course
-                self.past_budget(total)
+                self.past_budget(self.total)
                 left = self.cfg.budget_s + self.cfg.overtime_s - spent
                 chosen = self.choose(left) if self.undecided() else []
                 if not chosen:
                     self.end(Stop.BUDGET, f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
                                           f" s past its {self.cfg.budget_s:.0f}-s budget) "
-                                          f"after {total} rounds")
+                                          f"after {self.total} rounds")
                     return
-            total += 1
+            self.total += 1
             self.measure_round(self.n + 1, chosen)
             if self.n < self.cfg.min_rounds:
                 continue
@@ -305,7 +309,7 @@ class ABRun:
             if not self.paired(i)[0]:
                 self.close(i, Stop.CAP, "not measured: no room for it in the A/B's rounds (the "
                                         "most suspicious go first)")
-        self.end(Stop.CAP, f"still ambiguous after {total} rounds")
+        self.end(Stop.CAP, f"still ambiguous after {self.total} rounds")
 
     def end(self, stop: Stop, why: str) -> None:
         for i in self.undecided():

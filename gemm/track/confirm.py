@@ -92,6 +92,7 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
         r.verdict = Verdict(old["verdict"])
         r.ab_reference, r.ab_new = old.get("ab_reference"), old.get("ab_new")
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
+        r.open = old.get("open") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     elif (r.carried or r.code_changed) and not past_screen(r):
         r.verdict, r.note = Verdict.UNRESOLVED, f"{r.note}; no A/B here: {why}"

@@ -151,6 +151,8 @@ class Row:
     min_effect: float | None = None   # the smallest drop the A/B must call a DROP
     against: list = field(default_factory=list)   # the commits the A/B compares with
     effects: list = field(default_factory=list)   # the A/B's decision per compared commit
+    open: list = field(default_factory=list)      # the comparisons it left open, and why
+                                                  # (gemm.track.abreport.left_open)
     changepoints: list = field(default_factory=list)  # where the series stepped (gemm.track.anchor)
     unconfirmed: bool = False         # a DROP only because no A/B could be made here
     carried: list = field(default_factory=list)   # earlier commits it was UNRESOLVED at
