@@ -5,8 +5,11 @@ ARGS: the argument handling every stand-in `gemm/__main__.py` starts with (the e
 contract: `measure --task KERNEL@SIZE... --json FILE`, `--help` answers 0): `pairs` the
 (kernel, size) asked for, `kernels` their kernels in order. commit_package gives each commit a
 gemm/cli/main.py that declares "--task", which is how the A/B tells its `gemm measure` takes it.
+commit_fixed: a commit whose `gemm measure` reports a fixed TFLOPS (and logs the kernels asked
+for to calls.log in its working directory).
 """
 import subprocess
+import textwrap
 
 ARGS = '''
 args = sys.argv[1:]
@@ -55,3 +58,30 @@ def commit_package(repo, msg: str) -> str:
     git(repo, "add", "-A", "gemm")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", msg)
     return git(repo, "rev-parse", "HEAD")
+
+
+FIXED_MAIN = '''
+import json, os, sys
+TFLOPS = {tflops}
+''' + ARGS + '''
+with open("calls.log", "a") as f:
+    f.write(" ".join(kernels) + "\\n")
+doc = {{"schema": "gemm.measure/1",
+        "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
+        "values": [{{"kernel": kernel, "size": s, "status": "ok", "error": "",
+                    "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}}
+                   for kernel, s in pairs]}}
+open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
+'''
+
+
+def commit_fixed(repo, tflops, msg):
+    """A commit whose `gemm` measures `tflops` through `python -m gemm measure`."""
+    pkg = repo / "gemm"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    # the message in the code: each commit's measured code differs (abtest.same_code), so
+    # the gate measures it even where it runs at the same speed
+    (pkg / "__main__.py").write_text(textwrap.dedent(FIXED_MAIN.format(tflops=tflops))
+                                     + f"# {msg}\n")
+    return commit_package(repo, msg)

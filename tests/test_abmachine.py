@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 import types
 from dataclasses import asdict
 from types import SimpleNamespace
@@ -23,7 +22,7 @@ from gemm.machine.nvml import ArmMachine, Sample
 from gemm.track import abreport, abrun
 from gemm.track.gate import GateConfig, Row
 from tests.asvfake import write_benchmarks, write_run
-from tests.stubrepo import ARGS, commit_package, new_repo
+from tests.stubrepo import commit_fixed, new_repo
 
 OLD, NEW = "a" * 40, "b" * 40
 
@@ -251,19 +250,6 @@ def test_explain_without_figures_in_the_report_says_nothing_of_the_ab(tmp_path, 
 
 # --- through `gemm regress`, real worktrees and processes, a stand-in pynvml -------------------
 
-STUB_MAIN = '''
-import json, os, sys
-TFLOPS = {tflops}
-''' + ARGS + '''
-doc = {{"schema": "gemm.measure/1",
-        "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
-        "values": [{{"kernel": kernel, "size": s, "status": "ok", "error": "",
-                    "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}}
-                   for kernel, s in pairs]}}
-open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
-'''
-
-
 def fake_pynvml(mhz=1755, mw=690_000, temp=61, reasons=0x4):
     """A pynvml whose GPU always reads busy at these values."""
     nv = types.ModuleType("pynvml")
@@ -287,11 +273,7 @@ def test_the_gate_report_keeps_each_arms_figures(tmp_path, gpu_here, monkeypatch
     repo = new_repo(tmp_path / "repo")
     shas = []
     for i, v in enumerate([30.0, 30.0, 30.0, 29.0]):
-        (repo / "gemm").mkdir(exist_ok=True)
-        (repo / "gemm" / "__init__.py").write_text("")
-        (repo / "gemm" / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=v))
-                                                   + f"# c{i}\n")
-        shas.append(commit_package(repo, f"c{i}"))
+        shas.append(commit_fixed(repo, v, f"c{i}"))
     res = tmp_path / "results"
     write_benchmarks(res, ["05_2d"], ["4096"])
     for i, (sha, v) in enumerate(zip(shas, [30.0, 30.2, 30.0, 29.0])):

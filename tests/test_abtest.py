@@ -5,7 +5,6 @@ through its own entry point (`python -m gemm measure --task`), both sides are me
 turns, and the gate judges code against code, so a machine shift is dismissed and a code
 regression is not."""
 import json
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,33 +13,7 @@ import pytest
 from gemm.cli import main as cli_main
 from gemm.track import abtest
 from tests.asvfake import write_benchmarks, write_run
-from tests.stubrepo import ARGS, commit_package, git, new_repo
-
-STUB_MAIN = '''
-import json, os, sys
-TFLOPS = {tflops}
-''' + ARGS + '''
-with open("calls.log", "a") as f:
-    f.write(" ".join(kernels) + "\\n")
-doc = {{"schema": "gemm.measure/1",
-        "package": os.path.join(os.path.dirname(os.path.abspath(__file__)), "__init__.py"),
-        "values": [{{"kernel": kernel, "size": s, "status": "ok", "error": "",
-                    "metrics": {{"tflops": TFLOPS, "pct_of_cublas": 2 * TFLOPS}}}}
-                   for kernel, s in pairs]}}
-open(args[args.index("--json") + 1], "w").write(json.dumps(doc))
-'''
-
-def commit_stub(repo, tflops, msg):
-    """A commit whose `gemm` measures `tflops` through `python -m gemm measure`."""
-    pkg = repo / "gemm"
-    pkg.mkdir(exist_ok=True)
-    (pkg / "__init__.py").write_text("")
-    # the message in the code: each commit's measured code differs (abtest.same_code), so
-    # the gate measures it even where it runs at the same speed
-    (pkg / "__main__.py").write_text(textwrap.dedent(STUB_MAIN.format(tflops=tflops))
-                                     + f"# {msg}\n")
-    return commit_package(repo, msg)
-
+from tests.stubrepo import commit_fixed, commit_package, git, new_repo
 
 @pytest.fixture
 def stub_repo(tmp_path):
@@ -69,8 +42,8 @@ def ab_rounds(repo, reference, new, series, rounds=1, log=lambda s: None) -> dic
 
 
 def test_the_ab_measures_each_commits_own_code_in_turns(stub_repo):
-    a = commit_stub(stub_repo, 30.0, "a")
-    b = commit_stub(stub_repo, 27.0, "b")
+    a = commit_fixed(stub_repo, 30.0, "a")
+    b = commit_fixed(stub_repo, 27.0, "b")
     log = []
     got = ab_rounds(stub_repo, a, b, {"05_2d": ["4096", "8192"]}, rounds=2, log=log.append)
     assert got[("05_2d", "4096", "tflops")] == {"reference": [30.0] * 4, "new": [27.0] * 4}
@@ -81,16 +54,16 @@ def test_the_ab_measures_each_commits_own_code_in_turns(stub_repo):
 
 
 def test_a_commit_whose_gemm_measure_lacks_task_cannot_be_an_arm(stub_repo):
-    a = commit_stub(stub_repo, 30.0, "a")
+    a = commit_fixed(stub_repo, 30.0, "a")
     (stub_repo / "gemm" / "cli" / "main.py").write_text('measure.add_argument("--sizes")\n')
-    b = commit_stub(stub_repo, 27.0, "b")
+    b = commit_fixed(stub_repo, 27.0, "b")
     with pytest.raises(abtest.ABError, match=f"the code of {b[:10]} predates `gemm measure "
                                              "--task` and cannot be an arm of the A/B"):
         ab_rounds(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
 
 
 def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
-    a = commit_stub(stub_repo, 30.0, "a")
+    a = commit_fixed(stub_repo, 30.0, "a")
     with pytest.raises(abtest.ABError, match="rev-parse"):
         ab_rounds(stub_repo, "f" * 40, a, {"k": ["512"]}, log=lambda s: None)
     (stub_repo / "gemm" / "__main__.py").write_text(
@@ -119,7 +92,7 @@ def gate(stub_repo, res, *extra):
 
 def test_a_machine_shift_is_dismissed(stub_repo, gpu_here, capsys):
     # both commits' code runs at 29.0 on this machine; the history was recorded at 30 elsewhere
-    shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(4)]
+    shas = [commit_fixed(stub_repo, 29.0, f"c{i}") for i in range(4)]
     res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.1), (shas[2], 29.9),
                                   (shas[3], 29.0)])
     assert gate(stub_repo, res) == 0
@@ -129,8 +102,8 @@ def test_a_machine_shift_is_dismissed(stub_repo, gpu_here, capsys):
 
 
 def test_a_code_regression_is_confirmed_and_named(stub_repo, gpu_here, capsys):
-    shas = [commit_stub(stub_repo, 30.0, f"c{i}") for i in range(3)]
-    shas.append(commit_stub(stub_repo, 29.0, "slower"))
+    shas = [commit_fixed(stub_repo, 30.0, f"c{i}") for i in range(3)]
+    shas.append(commit_fixed(stub_repo, 29.0, "slower"))
     res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.2), (shas[2], 30.0),
                                   (shas[3], 29.0)])
     assert gate(stub_repo, res, "--json", str(stub_repo.parent / "v.json")) == 1
@@ -146,7 +119,7 @@ def test_recorded_verdicts_stand_in_for_a_gpu_but_only_for_that_value(stub_repo,
                                                                         capsys):
     import gemm.measure.facts
     import gemm.track.confirm
-    shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(3)]
+    shas = [commit_fixed(stub_repo, 29.0, f"c{i}") for i in range(3)]
     res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.0), (shas[2], 29.0)])
     monkeypatch.setattr(gemm.track.confirm, "gpu_present", lambda: (True, ""))
     monkeypatch.setattr(gemm.measure.facts, "gpu_identity", lambda: "NVIDIA H200 GPU-test")
@@ -165,7 +138,7 @@ def test_recorded_verdicts_stand_in_for_a_gpu_but_only_for_that_value(stub_repo,
 
 def test_without_an_ab_the_history_alone_never_fails_where_a_gpu_is(stub_repo, gpu_here,
                                                                      capsys):
-    shas = [commit_stub(stub_repo, 29.0, f"c{i}") for i in range(2)]
+    shas = [commit_fixed(stub_repo, 29.0, f"c{i}") for i in range(2)]
     res = history_for(stub_repo, [("e" * 40, 30.0), (shas[1], 29.0)])   # unknown reference
     assert gate(stub_repo, res) == 0          # -3.3 % on the history, but no A/B could be made
     out = capsys.readouterr()
@@ -201,7 +174,7 @@ def test_the_real_measure_document_is_what_the_ab_reads(monkeypatch, tmp_path):
 
 
 def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stub_repo):
-    a = commit_stub(stub_repo, 30.0, "a")
+    a = commit_fixed(stub_repo, 30.0, "a")
     main = (stub_repo / "gemm" / "__main__.py").read_text()
     (stub_repo / "gemm" / "__main__.py").write_text(
         main.replace("kernel = kernels[0]",
@@ -225,7 +198,7 @@ def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
 
 
 def test_an_arm_is_one_process(stub_repo):
-    a = commit_stub(stub_repo, 30.0, "a")
+    a = commit_fixed(stub_repo, 30.0, "a")
     with abtest.checkout(stub_repo, a) as tree:
         got = abtest.measure(tree, {"k1": ["512"], "k2": ["512"], "k3": ["1024"]})
         calls = (tree / "calls.log").read_text().splitlines()
@@ -300,7 +273,7 @@ def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, cap
                                                                     monkeypatch):
     # three commits after the first change nothing the measurement runs (abtest.MEASURED_BY):
     # the screen flags the newest (29.0 here against 30 in the history), the A/B would be an A/A
-    shas = [commit_stub(stub_repo, 29.0, "c0")]
+    shas = [commit_fixed(stub_repo, 29.0, "c0")]
     shas += [commit_package(stub_repo, f"docs {i}") for i in range(3)]
     assert abtest.same_code(stub_repo, shas[2], shas[3], "05_2d")
     res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.1), (shas[2], 29.9),
@@ -312,7 +285,7 @@ def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, cap
     assert "the same measured code" in captured.out and "REGRESSION" not in captured.out
     assert "A/B round" not in captured.err
     # a change to the measured code is measured again
-    shas.append(commit_stub(stub_repo, 29.0, "c4"))
+    shas.append(commit_fixed(stub_repo, 29.0, "c4"))
     assert not abtest.same_code(stub_repo, shas[3], shas[4], "05_2d")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ..track.abrun import Stop
+from ..track.decision import signed_pct
 
 # a row's reason: the first of its open comparisons' in this order (the GPU's instability
 # outweighs the budget; a measured comparison outweighs one that waited)
@@ -75,13 +76,7 @@ def _span(ns: list[int]) -> str:
 
 
 def _bound(x) -> str:
-    if not isinstance(x, (int, float)) or x != x:
-        return "?"
-    if x <= -0.9:
-        return "< -90"
-    if x >= 9:
-        return "> +900"
-    return f"{100 * x:+.2f}"
+    return signed_pct(x) if isinstance(x, (int, float)) and x == x else "?"
 
 
 def _one(o: dict, effect: dict | None) -> str:

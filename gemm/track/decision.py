@@ -64,12 +64,21 @@ class Effect:
         return math.expm1(self.estimate)
 
     def describe(self) -> str:
-        def pct(x: float) -> str:   # an interval from 1-2 dof can be astronomically wide
-            return f"{100 * math.expm1(x):+.2f} %" if abs(x) < math.log(10) else (
-                "> +900 %" if x > 0 else "< -90 %")
+        def pct(x: float) -> str:
+            return signed_pct(math.expm1(x)) + " %"
         return (f"{pct(self.estimate)} [{pct(self.lo)}, {pct(self.hi)}] "
                 f"({self.n_ref} vs {self.n_new} processes, sd {100 * self.sigma:.2f} %, "
                 f"{self.dof} dof)")
+
+
+def signed_pct(change: float) -> str:
+    """A relative change in percent, signed ("-1.23"); an interval from 1-2 dof can be
+    astronomically wide, so past -90 % or +900 % it says only that ("< -90", "> +900")."""
+    if change <= -0.9:
+        return "< -90"
+    if change >= 9:
+        return "> +900"
+    return f"{100 * change:+.2f}"
 
 
 def _logs(xs) -> list[float]:
