@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cublas import CUDA_R_16BF, CUDA_R_32F       # cudaDataType_t, as today's call passes them
-
+CUDA_R_32F, CUDA_R_16BF = 0, 14                    # cudaDataType_t
 OP_N, OP_T = 0, 1                                  # cublasOperation_t
 COMPUTE_IDS = {"COMPUTE_32F": 68, "COMPUTE_32F_PEDANTIC": 69, "COMPUTE_32F_FAST_TF32": 77}
 COMPUTE_OF = {"fp32": "COMPUTE_32F_PEDANTIC", "tf32": "COMPUTE_32F_FAST_TF32",
