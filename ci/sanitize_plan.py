@@ -20,12 +20,14 @@ steps than a pipeline has stages, so that a stage is reused:
   ALIGNED    136x264x108: N and K multiples of 4: the main and edge entries (or the one entry);
              K = 13 steps of 8 + 4, 3 steps of 32 + 12 (4 K tiles for 12's 3 stages)
   UNALIGNED  136x263x107: N and K not multiples of 4: the fallback entry, K remainder again
-  TMA        136x264x584: K a multiple of 8 (bf16 rows of 16-byte multiples: 14 takes no other),
+  TMA        136x264x584: K a multiple of 8 (bf16 rows of 16-byte multiples: no staging, the
+             TMA kernels on the operands as they are),
              and not of 32 or 64: 19 K tiles of 32 (13), 10 of 64 (14), each past 8 stages (the
              most their tune spaces hold: whatever a tuned table picks, a stage is reused)
 A kernel runs the shapes it needs (the TMA kernels TMA; one with a fallback entry ALIGNED and
 UNALIGNED; any other ALIGNED); a pass runs the union over its kernels in one process (a kernel
-may run a shape it does not need; the TMA kernels refuse the others, which is not a failure).
+may run a shape it does not need: 13 and 14 run ALIGNED and UNALIGNED on copies of A and B
+with K padded, registry pad_k; a kernel that refuses a shape is not a failure).
 `coverage` says what a shape exercises; tests/test_ci_tools.py holds every kernel to it.
 
     python3 ci/sanitize_plan.py [--tools racecheck,synccheck] [KERNEL ...]

@@ -17,9 +17,12 @@
 // The accumulators are never touched by ordinary instructions inside the K loop (the first
 // wgmma runs with accumulate = 0 instead of a zeroing loop): otherwise ptxas serialises the
 // wgmmas (its C7515 note), as it did for the first draft of this file.
-// Any M, N, K whose rows TMA can address (K a multiple of 4: 16-byte row strides; others raise
-// ValueError before launch): the copy engine zero-fills boxes past the matrix, the epilogue
-// checks every element of C. C = alpha * A @ B + beta * C straight from the accumulators.
+// Any M, N, K: the copy engine zero-fills boxes past the matrix, the epilogue checks every
+// element of C. TMA needs 16-byte row strides, so K a multiple of 4; for any other K the
+// launcher (registry pad_k, gemm/core/staging.py) copies A and B into buffers with K padded to
+// the next multiple of 4 with zeros, inside every launch, and runs this kernel with that K (C,
+// stored with ordinary stores, is never copied). C = alpha * A @ B + beta * C straight from
+// the accumulators.
 // Constants (-D): BM (64 or 128: 1 or 2 consumer warpgroups), BN (128 or 256: the wgmma N),
 // STAGES (>= 2); threads = 128 * (1 + BM / 64) (384 with the defaults 128, 256, 4).
 // Dynamic shared memory: STAGES * (BM + BN) * 128 + 1024 bytes (197632; the 1024 realigns the

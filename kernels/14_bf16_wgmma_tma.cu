@@ -11,9 +11,11 @@
 //   consumers take CONSUMER_REGS, so the 128 accumulators per thread of m64n256 and the
 //   addressing fit without spills at 384 threads.
 // B is stored N x K (b_layout "nk", K-major like A, no transpose in the wgmma; compared with
-// cuBLAS BF16 on the same layout). Any M, N, K with K a multiple of 8 (16-byte rows for TMA;
-// other K raise ValueError before launch): boxes past the matrix are zero-filled, the epilogue
-// checks every element of C; C = alpha * A @ B + beta * C in float32.
+// cuBLAS BF16 on the same layout). Any M, N, K: boxes past the matrix are zero-filled, the
+// epilogue checks every element of C; C = alpha * A @ B + beta * C in float32. TMA needs
+// 16-byte rows, so K a multiple of 8; for any other K the launcher (registry pad_k,
+// gemm/core/staging.py) copies A and B into buffers with K padded to the next multiple of 8
+// with zeros, inside every launch, and runs this kernel with that K (C is never copied).
 // Constants (-D): BM (64 or 128), BN (128 or 256), STAGES (>= 2), GROUP_M (>= 1),
 // PRODUCER_REGS, CONSUMER_REGS (setmaxnreg counts, multiples of 8, within 64K per SM);
 // threads = 128 * (1 + BM / 64) (384 with the defaults 128, 256, 4, 16, 40, 232).

@@ -69,12 +69,15 @@ def test_a_shape_a_kernel_refuses_by_contract_is_unsupported_not_failed():
     from gemm.core.registry import get
     from gemm.core import metrics
     from gemm.record.suite import samples, skip_unmeasured
+    from dataclasses import replace
     odd = Problem.parse("3001x2999x3003")
-    assert "TMA needs" in unsupported(get("13"), odd)            # K % 4 != 0: TMA's rule
-    assert unsupported(get("13"), Problem.parse("4096")) is None
+    no_pad = replace(get("13"), pad_k=False)                     # 13 as it was before pad_k
+    assert "TMA needs" in unsupported(no_pad, odd)               # K % 4 != 0: TMA's rule
+    assert unsupported(get("13"), odd) is None                   # 13 stages K padded
+    assert unsupported(no_pad, Problem.parse("4096")) is None
     assert unsupported(get("09"), odd) is None                   # 09 has a fallback entry
     rec = {"kernel": "13_tf32_wgmma_tma", "size": odd.label, "status": "unsupported",
-           "error": unsupported(get("13"), odd)}
+           "error": unsupported(no_pad, odd)}
     import pytest
     with pytest.raises(NotImplementedError):   # in the classes' setup: asv records a skip
         skip_unmeasured({"records": [rec]}, odd.label)   # (tests/test_suite.py: through asv)

@@ -53,8 +53,11 @@ def precision(target: str) -> str:
 
 def tma_refuses(spec, p: Problem) -> bool:
     """TMA's rule, from the shape alone: every operand's row stride (A: K elements; B: K when
-    stored N x K, else N) must be a multiple of 16 bytes."""
+    stored N x K, else N) must be a multiple of 16 bytes, unless the kernel stages K padded
+    (registry pad_k: 13 and 14 then run every checked shape, on padded copies)."""
     elt = spec.operands.in_bytes
+    if spec.pad_k and spec.b_layout == "nk":
+        return False
     return any(n * elt % 16 for n in (p.K, p.K if spec.b_layout == "nk" else p.N))
 
 
@@ -273,6 +276,66 @@ def test_graph_replay_runs_the_same_launches(checker):
     assert check_host(out, a, b, None, 10.0, 0.0, "fp32").ok   # 10 launches
     for buf in (da, db, dc):
         buf.free()
+
+
+@pytest.mark.parametrize("prec", ["tf32", "bf16"])
+def test_padded_staging_copies_and_zero_fills(checker, prec):
+    """gemm.cuda.staging's copies (support.cu's sgemm_stage_pad_k_*) are A and B bit for bit
+    with K padded by zeros, for a one-row operand, a K of 1 and ragged ones."""
+    from gemm.core.staging import staging
+    from gemm.cuda.staging import PaddedOperands
+    drv = checker.drv
+    spec = registry.get("13" if prec == "tf32" else "14")
+    dt = np.uint32 if prec == "tf32" else np.uint16
+    rng = np.random.default_rng()
+    for M, N, K in ((1, 5, 1), (136, 263, 107), (3, 1, 3003), (65, 129, 7)):
+        st = staging(spec, Problem(M, N, K))
+        assert st is not None
+        a, b = (rng.integers(1, 2**16, size=(r, K), dtype=np.uint32).astype(dt) for r in (M, N))
+        da, db = drv.to_device(a), drv.to_device(b)
+        staged = PaddedOperands(st)
+        for buf, c in zip(staged.bufs.values(), st.copies):   # poison: the pad must be written
+            drv.memset_d8(buf, 0xFF, c.nbytes)
+        pa, pb = staged.stage(da, db)
+        drv.Context.synchronize()
+        for host, ptr, rows in ((a, pa, M), (b, pb, N)):
+            got = np.empty((rows, st.k), dtype=dt)
+            drv.memcpy_dtoh(got, ptr)
+            assert np.array_equal(got[:, :K], host) and not got[:, K:].any(), (M, N, K)
+        staged.free()
+        da.free()
+        db.free()
+
+
+@pytest.mark.parametrize("name", ["13", "14"])
+def test_a_staged_launch_replays_from_a_graph(checker, name):
+    """The timer's captured batch of a staged launch (copy kernel, then the GEMM, per launch)
+    captures, replays and gives the right C; the timer then reports graph = True."""
+    from gemm.core.precision import OperandFormat
+    from gemm.cuda.graphs import CapturedBatch
+    from gemm.cuda.launch import launcher
+    from gemm.cuda.loader import Unsupported, check_runnable
+    spec = registry.get(name)
+    try:
+        check_runnable(spec)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    prob = Problem(136, 263, 107, 1.0, 0.0)
+    stream = checker.drv.Stream()
+    ops = checker.operands(prob, fmt=OperandFormat(spec.precision, spec.b_layout))
+    ref = checker.reference(ops, prob)
+    launch = launcher(spec, prob)
+    assert launch.staged is not None
+    checker.drv.memset_d32(ops.out, 0x7FC00000, prob.M * prob.N)
+    g = CapturedBatch(lambda: launch(ops.a, ops.b, ops.out, stream), 3, stream)
+    g.replay()
+    stream.synchronize()
+    g.close()
+    v = checker.compare(ops.out, *ref, prob, spec.precision)
+    for buf in ref:
+        buf.free()
+    ops.free()
+    assert v.ok, f"{name} {prob.label} seed={ops.seed}: {v}"
 
 
 ECHO = r'''

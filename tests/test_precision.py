@@ -172,9 +172,10 @@ def test_persistent_field(tmp_path):
 @pytest.mark.parametrize("name", [s.name for s in registry.registry().values() if s.tma])
 def test_registered_tma_kernels_refuse_exactly_the_unaddressable_shapes(name):
     """Over the correctness gate's shapes, plans() raises for a shape iff a row stride of A or B
-    (as stored) is not a multiple of 16 bytes, and every shape it takes has a launch plan."""
+    (as stored) is not a multiple of 16 bytes, and every shape it takes has a launch plan; a
+    kernel that stages K padded (pad_k) refuses none of them (gemm.core.geometry.unsupported)."""
     from gemm.core import shapes
-    from gemm.core.geometry import plan
+    from gemm.core.geometry import plan, unsupported
     from gemm.core.tensormaps import plans
     spec = registry.get(name)
     elt = spec.operands.in_bytes
@@ -187,6 +188,8 @@ def test_registered_tma_kernels_refuse_exactly_the_unaddressable_shapes(name):
         else:
             assert len(plans(spec, prob)) == len(spec.tma) and plan(spec, prob)
             taken += 1
+        if spec.pad_k:
+            assert unsupported(spec, prob) is None, prob.label
     assert taken >= 7
 
 

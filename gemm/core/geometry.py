@@ -58,11 +58,13 @@ def plan(spec: KernelSpec, prob: Problem) -> list[tuple[str, Grid]]:
 
 def unsupported(spec: KernelSpec, prob: Problem) -> str | None:
     """Why `spec` refuses `prob` by its launch contract (an `align` without a fallback, TMA's
-    16-byte row strides), or None. Pure: asked before anything reaches the GPU."""
+    16-byte row strides where the kernel does not stage K padded), or None. Pure: asked
+    before anything reaches the GPU."""
+    from .staging import kernel_problem
     from .tensormaps import plans
     try:
         plan(spec, prob)
-        plans(spec, prob)
+        plans(spec, kernel_problem(spec, prob))
     except ShapeRefused as exc:
         return str(exc)
     return None

@@ -122,6 +122,7 @@ class KernelSpec:
     smem_expr: int | str = 0       # dynamic shared memory per block, bytes (expression)
     tma: tuple = ()                # TmaOperand: tensor maps passed first, by value
     persistent: bool = False       # launched as min(tiles, SMs) blocks that stride over the tiles
+    pad_k: bool = False            # K off TMA's 16-byte rows: A and B staged padded (core.staging)
     summary: str = ""
 
     def with_defines(self, **overrides: int) -> "KernelSpec":
@@ -212,6 +213,9 @@ class KernelSpec:
             raise ValueError(f"{where}: align must be a positive integer")
         if self.align > 1 and not self.fallback and not self.tma:
             raise ValueError(f"{where}: align = {self.align} needs a fallback entry for other shapes")
+        if self.pad_k and (not self.tma or self.b_layout != "nk"):
+            raise ValueError(f"{where}: pad_k stages A and B with K padded, so it needs tma maps "
+                             f"and b_layout = \"nk\" (both operands' rows run along K)")
         if self.persistent and self.split:
             raise ValueError(f"{where}: a persistent kernel has one entry over all tiles, no edge")
         if not isinstance(self.inject_delay, (int, float)) or not 0 <= self.inject_delay < 1:
@@ -224,7 +228,7 @@ class KernelSpec:
 
 _KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
          "precision", "baseline", "arch", "sass", "tune", "tuned", "inject_delay", "summary",
-         "b_layout", "smem", "tma", "persistent"}
+         "b_layout", "smem", "tma", "persistent", "pad_k"}
 _TMA_KEYS = {"operand", "box", "swizzle"}
 _REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
 
@@ -252,7 +256,7 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
         sass=tuple(entry.get("sass", ())), tune=dict(entry.get("tune", {})),
         tuned=bool(entry.get("tuned", False)), inject_delay=entry.get("inject_delay", 0.0),
         b_layout=entry.get("b_layout", "kn"), smem_expr=entry.get("smem", 0), tma=tuple(tma),
-        persistent=bool(entry.get("persistent", False)),
+        persistent=bool(entry.get("persistent", False)), pad_k=bool(entry.get("pad_k", False)),
         summary=entry.get("summary", ""))
     spec.validate()
     return spec

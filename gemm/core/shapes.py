@@ -6,7 +6,8 @@ squares, 1000 (a remainder everywhere), and the shapes users run beside them: a 
 every dimension odd (3001x2999x3003, which the vectorized kernels run on their fallback path).
 CHECK_SHAPES x CHECK_AB: what the correctness gate (pytest on the GPU, `gemm check`) covers:
 square sizes, shapes with every kind of remainder, degenerate 1-wide ones, and ragged M / N with
-a short K that is a multiple of 8, which the TMA kernels (16-byte row strides) accept.
+a short K that is a multiple of 8, which the TMA kernels (16-byte row strides) take as they are
+(other K they run on copies with K padded: registry pad_k).
 QUICK: the pytest-benchmark A/B sizes.
 """
 from __future__ import annotations

@@ -5,7 +5,9 @@ b_layout = "nk". In TMA's terms dimension 0 is the contiguous one (cols), dimens
 the row stride in bytes must be a multiple of 16 and the base address 16-byte aligned, which
 `plans` checks before anything is encoded: a shape that breaks it raises ShapeRefused (a ValueError). Tiles
 that run past the matrix are zero-filled by the hardware, so any M, N, K >= 1 with aligned
-strides is covered. gemm.cuda.tma encodes them with cuTensorMapEncodeTiled.
+strides is covered. A `pad_k` kernel is planned over gemm.core.staging.kernel_problem (K
+padded, the operands staged), so K never breaks the rule there. gemm.cuda.tma encodes them
+with cuTensorMapEncodeTiled.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ def plans(spec: KernelSpec, prob: Problem) -> list[MapPlan]:
             raise ShapeRefused(
                 f"{spec.name}: {op} is {rows} x {cols} {dtype}; TMA needs its row stride "
                 f"({stride} bytes) to be a multiple of {TMA_STRIDE_ALIGN} bytes, so its column "
-                f"count a multiple of {TMA_STRIDE_ALIGN // elt}")
+                f"count a multiple of {TMA_STRIDE_ALIGN // elt}"
+                + (" (registry pad_k = true would stage it padded)"
+                   if spec.b_layout == "nk" and not spec.pad_k else ""))
         out.append(MapPlan(op, dtype, (cols, rows), stride, (box_cols, box_rows), swz))
     return out

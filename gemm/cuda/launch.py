@@ -15,6 +15,10 @@ same pair. `smem` (bytes)
 is passed as the launch's dynamic shared memory. A `persistent` kernel gets min(tiles, SMs)
 blocks in a 1-D grid instead of one block per tile (gemm.core.geometry.persistent_grid); each
 block walks the tiles b, b + gridDim.x, ... of the same tile grid.
+A `pad_k` kernel whose K breaks TMA's 16-byte rows (gemm.core.staging) is launched on padded
+copies: the launcher allocates them once (gemm.cuda.staging.PaddedOperands), and each launch
+enqueues the copy kernel and then the GEMM, in that stream, with K padded and the copies'
+pointers (the maps encode them once, since they never change). C is passed as it is.
 """
 from __future__ import annotations
 
@@ -62,12 +66,21 @@ def launcher(spec: KernelSpec, prob: Problem):
     from .loader import load
     spec = resolve(spec, prob, info().slug)
     calls_plan = plan(spec, prob)          # ValueError for shapes the kernel cannot take
-    maps = None
+    maps = staged = None
+    kprob = prob
     if spec.tma:
+        from ..core.staging import staging
         from ..core.tensormaps import plans
         from .tma import TensorMaps
-        maps = TensorMaps(plans(spec, prob))   # ValueError for unaligned strides
+        st = staging(spec, prob)           # pad_k and K off TMA's rule: A and B staged padded
+        if st is not None:
+            from dataclasses import replace
+            kprob = replace(prob, K=st.k)
+        maps = TensorMaps(plans(spec, kprob))   # ValueError for unaligned strides
     k = load(spec)
+    if kprob is not prob:
+        from .staging import PaddedOperands
+        staged = PaddedOperands(st)        # once per problem; freed with the launcher
     if spec.persistent:
         calls_plan = [(e, persistent_grid(g, info().sms)) for e, g in calls_plan]
     calls = [(k.functions[entry], grid) for entry, grid in calls_plan]
@@ -77,13 +90,16 @@ def launcher(spec: KernelSpec, prob: Problem):
     for f, _ in calls:
         f.prepare(sig)
     block, smem = spec.block, spec.smem
-    M, N, K = prob.M, prob.N, prob.K
+    M, N, K = kprob.M, kprob.N, kprob.K
     alpha, beta = float(prob.alpha), float(prob.beta)
 
     def launch(a, b, c, stream=None):
+        if staged is not None:             # the copies first, in the same stream
+            a, b = staged.stage(a, b, stream)
         head = param_head(spec, arch, maps.encode(int(a), int(b))) if maps is not None else ()
         for f, grid in calls:
             f.prepared_async_call(grid[:2], block, stream, *head, M, N, K, alpha, int(a),
                                   int(b), beta, int(c), shared_size=smem)
 
+    launch.staged = staged                 # None, or the PaddedOperands (tests, explain)
     return launch

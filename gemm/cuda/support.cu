@@ -1,6 +1,9 @@
 // Support kernels for the harness (not GEMM kernels): device-side random operands, float64
 // widening for the cuBLAS DGEMM reference, and the elementwise tolerance check of
 // gemm/core/tolerance.py done on the GPU, so a sweep never moves large matrices through the host.
+// One of them is on a kernel's own launch path: sgemm_stage_pad_k_b32 / _b16, the padded
+// staging of a `pad_k` kernel (gemm/core/staging.py), named sgemm_ so that compute-sanitizer's
+// filter in ci/memcheck.sh instruments it with the GEMM kernels.
 #include <stdint.h>
 
 __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
@@ -112,4 +115,38 @@ extern "C" __global__ void widen_bf16(const unsigned short* x, double* y, double
 extern "C" __global__ void delay_spin(long long cycles) {
     long long t0 = clock64();
     while (clock64() - t0 < cycles) { }
+}
+
+// Padded staging (gemm/core/staging.py): dst (rows x padded) = src (rows x cols) with each row
+// zero-filled from cols to padded, so that TMA can address dst's rows (16-byte strides). Bits
+// are copied as they are (float32 / TF32 as 32-bit words, bfloat16 as 16-bit ones). padded
+// is a multiple of 16 / sizeof(T) and dst 16-byte aligned (a fresh allocation), so each thread
+// stores one 16-byte vector of dst; src rows have any alignment, so it loads elementwise
+// (consecutive threads read consecutive elements: coalesced). rows * padded < 2^31
+// (gemm.core.staging refuses larger), so the vector index fits 32 bits.
+template <typename T>
+__device__ __forceinline__ void stage_pad_k(const T* __restrict__ src, T* __restrict__ dst,
+                                            int rows, int cols, int padded) {
+    constexpr int V = 16 / sizeof(T);
+    const unsigned int per_row = (unsigned int)padded / V;
+    const unsigned int total = (unsigned int)rows * per_row;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += gridDim.x * blockDim.x) {
+        const unsigned int r = i / per_row, c0 = (i - r * per_row) * V;
+        const T* s = src + (long long)r * cols;
+        union { uint4 u; T t[V]; } v;
+#pragma unroll
+        for (int j = 0; j < V; ++j) v.t[j] = c0 + j < (unsigned int)cols ? s[c0 + j] : T(0);
+        reinterpret_cast<uint4*>(dst + (long long)r * padded)[c0 / V] = v.u;
+    }
+}
+
+extern "C" __global__ void sgemm_stage_pad_k_b32(const unsigned int* src, unsigned int* dst,
+                                                 int rows, int cols, int padded) {
+    stage_pad_k(src, dst, rows, cols, padded);
+}
+
+extern "C" __global__ void sgemm_stage_pad_k_b16(const unsigned short* src, unsigned short* dst,
+                                                 int rows, int cols, int padded) {
+    stage_pad_k(src, dst, rows, cols, padded);
 }

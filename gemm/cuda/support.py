@@ -1,6 +1,7 @@
 """The harness's own kernels (support.cu): random operands made on the device, float64
 widening for the DGEMM reference, C's share of the reference, the elementwise check that
-gemm.core.tolerance defines, reduced on the device, and the fault-injection delay."""
+gemm.core.tolerance defines, reduced on the device, and the fault-injection delay. (The
+padded staging of `pad_k` kernels, also in support.cu, is run by gemm.cuda.staging.)"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,16 +11,30 @@ import numpy as np
 _BLOCK = 256
 
 
+_module = None
+
+
+def support_module():
+    """support.cu compiled (PyCUDA's disk cache) and loaded once per process, into the one
+    context gemm.cuda.device keeps."""
+    global _module
+    if _module is None:
+        from pycuda.compiler import SourceModule
+        from .device import cuda
+        from .loader import cache_dir
+        cuda()
+        src = (Path(__file__).parent / "support.cu").read_text()
+        _module = SourceModule(src, options=["-O3"], no_extern_c=True, cache_dir=cache_dir())
+    return _module
+
+
 class SupportKernels:
     def __init__(self, stream=None) -> None:
-        from pycuda.compiler import SourceModule
         from .device import cuda, info
-        from .loader import cache_dir
         self.drv = cuda()
         self.stream = stream
         self.grid = info().sms * 8
-        src = (Path(__file__).parent / "support.cu").read_text()
-        mod = SourceModule(src, options=["-O3"], no_extern_c=True, cache_dir=cache_dir())
+        mod = support_module()
         self._f = {}
         for name, sig in (("fill_uniform", "PqQ"), ("widen", "PPPq"), ("add_beta_c", "PPPdq"),
                           ("compare", "PPPdqPP"), ("round_tf32", "Pq"), ("to_bf16", "PPq"),

@@ -5,8 +5,9 @@ Every candidate is compiled ahead in parallel (nvcc needs no GPU), then measured
 ordinary sweep, one worker process per candidate, under the suite's timing policy: checked
 against the float64 reference with every (alpha, beta) pair of the correctness gate, at the
 tuning buckets' sizes and at a ragged shape (check_shape: every dimension odd, the fallback
-path; a TMA kernel, which refuses an odd K by contract, gets ragged M and N with K a multiple
-of 8 and a partial K tile), before it is timed. A
+path; 13 and 14 run it on copies with K padded, registry pad_k; a TMA kernel without pad_k,
+which refuses an odd K by contract, gets ragged M and N with K a multiple of 8 and a partial K
+tile), before it is timed. A
 candidate is rejected if it does not compile, uses local memory (spills or a stack frame), or
 computes a wrong answer anywhere. The winner of a bucket is the fastest accepted candidate at
 that bucket's size. The search log keeps every candidate with its status, registers and TFLOPS.
@@ -22,8 +23,9 @@ from ..core.policy import SUITE
 from ..core.registry import KernelSpec
 
 CHECK_SHAPE = "129x131x67"   # unaligned: the fallback path; remainders everywhere
-# for kernels whose launch contract refuses CHECK_SHAPE (TMA: 16-byte row strides, so K a
-# multiple of 8 in bf16): M and N ragged for every tile, K one full tile and a partial one
+# for kernels whose launch contract refuses CHECK_SHAPE (TMA without pad_k: 16-byte row
+# strides, so K a multiple of 8 in bf16): M and N ragged for every tile, K one full tile and
+# a partial one
 CHECK_SHAPE_ALIGNED = "129x131x72"
 
 

@@ -1,0 +1,227 @@
+"""Padded staging (registry `pad_k`, gemm.core.staging): which operands 13 and 14 copy with K
+padded, to what, what the kernel is then launched with, that an aligned K launches exactly as
+before (no staging), what stays refused, that the copy kernel compiles, and the launcher's
+order of work (copies, then the GEMM on them), all without a GPU."""
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gemm.core import registry, shapes
+from gemm.core.geometry import unsupported
+from gemm.core.problem import Problem, ShapeRefused
+from gemm.core.staging import PadCopy, kernel_problem, staging
+from gemm.core.tensormaps import plans
+
+K13, K14 = registry.get("13"), registry.get("14")
+
+# (kernel, shape) -> Kp, or None (no staging): 13 pads K to a multiple of 4 (16-byte float32
+# rows), 14 to a multiple of 8 (bfloat16)
+PADDED = {
+    ("13", "3001x2999x3003"): 3004, ("14", "3001x2999x3003"): 3008,
+    ("13", "136x263x107"): 108, ("14", "136x263x107"): 112,
+    ("13", "33x7x8"): None, ("14", "33x7x8"): None,
+}
+
+
+def test_registered_tma_kernels_stage_k():
+    assert K13.pad_k and K14.pad_k
+    assert not any(s.pad_k for s in registry.registry().values() if not s.tma)
+
+
+@pytest.mark.parametrize("name,size", sorted(PADDED), ids=lambda v: str(v))
+def test_padded_geometry(name, size):
+    spec, prob = registry.get(name), Problem.parse(size)
+    kp = PADDED[(name, size)]
+    st = staging(spec, prob)
+    assert unsupported(spec, prob) is None
+    if kp is None:
+        assert st is None and kernel_problem(spec, prob) is prob
+        return
+    elt = 4 if name == "13" else 2
+    assert st.k == kp and st.k % (16 // elt) == 0 and 0 < kp - prob.K < 16 // elt
+    # A (M x K) and B (N x K, b_layout "nk") both padded along K; C untouched
+    assert st.copies == (PadCopy("A", prob.M, prob.K, kp, elt),
+                         PadCopy("B", prob.N, prob.K, kp, elt))
+    assert st.copies[0].nbytes == prob.M * kp * elt
+    assert st.traffic == (prob.M + prob.N) * (prob.K + kp) * elt
+    kprob = kernel_problem(spec, prob)
+    assert (kprob.M, kprob.N, kprob.K, kprob.alpha, kprob.beta) == \
+        (prob.M, prob.N, kp, prob.alpha, prob.beta)
+    pa, pb = plans(spec, kprob)    # the maps cover the copies: rows of kp elements
+    assert pa.dims == (kp, prob.M) and pb.dims == (kp, prob.N)
+    assert pa.row_stride == pb.row_stride == kp * elt and kp * elt % 16 == 0
+    with pytest.raises(ShapeRefused, match="TMA needs"):   # the operands as they are: refused
+        plans(spec, prob)
+
+
+def test_tracked_odd_shape_is_measured_now():
+    odd = Problem.parse("3001x2999x3003")
+    assert "3001x2999x3003" in shapes.TRACKED
+    assert unsupported(K13, odd) is None and unsupported(K14, odd) is None
+
+
+@pytest.mark.parametrize("name", ["13", "14"])
+def test_an_aligned_k_launches_as_before(name):
+    """Every tracked and checked shape whose K TMA can address: no staging, the kernel gets
+    the very same problem and the same maps as without pad_k."""
+    spec = registry.get(name)
+    plain = replace(spec, pad_k=False)
+    q = 16 // spec.operands.in_bytes
+    seen = 0
+    for prob in shapes.problems(shapes.TRACKED + shapes.CHECK_SHAPES):
+        if prob.K % q:
+            assert staging(spec, prob) is not None
+            continue
+        seen += 1
+        assert staging(spec, prob) is None
+        assert kernel_problem(spec, prob) is prob
+        assert plans(spec, kernel_problem(spec, prob)) == plans(plain, prob)
+        assert unsupported(spec, prob) is None
+    assert seen >= 10
+
+
+def test_without_pad_k_an_odd_k_is_still_refused_in_one_sentence():
+    plain = replace(K13, pad_k=False)
+    why = unsupported(plain, Problem.parse("3001x2999x3003"))
+    assert why.startswith("13_tf32_wgmma_tma: A is 3001 x 3003 float32; TMA needs")
+    assert "multiple of 4" in why and "pad_k = true would stage it padded" in why
+    assert why.count(". ") == 0 and "\n" not in why
+    why14 = unsupported(replace(K14, pad_k=False), Problem.parse("136x263x107"))
+    assert "multiple of 8" in why14
+
+
+def test_a_copy_past_32_bit_indexing_is_refused():
+    """M * Kp past 2^31 - 1 while M * K is not: the one shape family staging cannot take."""
+    prob = Problem(65536, 8, 32767)        # 65536 * 32767 < 2^31 - 1 <= 65536 * 32768
+    with pytest.raises(ShapeRefused, match="past the 32-bit limit"):
+        staging(K13, prob)
+    why = unsupported(K13, prob)
+    assert why.startswith("13_tf32_wgmma_tma: A's copy with K padded from 32767 to 32768")
+    assert "\n" not in why
+
+
+def _load(tmp_path, body):
+    (tmp_path / "kernels.toml").write_text(body)
+    return registry.load_registry(tmp_path / "kernels.toml")
+
+
+TMA_ENTRY = '''[[kernel]]
+name = "x"
+file = "x.cu"
+main = "sgemm_x"
+block = [384]
+tile = [128, 256]
+precision = "tf32"
+arch = "sm_90a"
+'''
+
+
+def test_registry_pad_k_needs_tma_and_k_major_operands(tmp_path):
+    maps = ('tma = [{ operand = "A", box = [128, 32], swizzle = "128B" },\n'
+            '       { operand = "B", box = [256, 32], swizzle = "128B" }]\n')
+    nk = TMA_ENTRY + 'baseline = "cublas_tf32_nk"\nb_layout = "nk"\n'
+    assert _load(tmp_path, nk + maps + "pad_k = true\n")["x"].pad_k
+    assert not _load(tmp_path, nk + maps)["x"].pad_k
+    with pytest.raises(ValueError, match="pad_k"):
+        _load(tmp_path, nk + "pad_k = true\n")                        # no tma maps
+    with pytest.raises(ValueError, match="pad_k"):
+        _load(tmp_path, TMA_ENTRY + 'baseline = "cublas_tf32"\n' + maps + "pad_k = true\n")
+
+
+def test_pad_kernel_compiles_without_spills(nvcc, tmp_path):
+    src = Path(registry.__file__).resolve().parent.parent / "cuda" / "support.cu"
+    out = subprocess.run([nvcc, "--cubin", "-arch", "sm_90", "-O3", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "s.cubin"), str(src)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for entry in ("sgemm_stage_pad_k_b32", "sgemm_stage_pad_k_b16"):
+        m = re.search(rf"Function properties for {entry}\n\s*(\d+) bytes stack frame, "
+                      rf"(\d+) bytes spill stores, (\d+) bytes spill loads", out.stderr)
+        assert m, f"ptxas did not report {entry}:\n{out.stderr}"
+        assert m.groups() == ("0", "0", "0"), m.group(0)
+        assert entry.startswith(registry.ENTRY_PREFIX)   # ci/memcheck.sh instruments it
+
+
+class _Recorder:
+    """Stands in for the GPU: PyCUDA functions, tensor maps and the staging buffers, each
+    call written down in order."""
+
+    def __init__(self, monkeypatch):
+        import gemm.cuda.device
+        import gemm.cuda.loader
+        import gemm.cuda.staging
+        import gemm.cuda.tma
+        self.log = []
+        rec = self
+
+        class Fn:
+            def __init__(self, name):
+                self.name = name
+
+            def prepare(self, sig):
+                pass
+
+            def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
+                rec.log.append(("gemm", self.name, args[-8:]))   # M N K alpha A B beta C
+
+        class Maps:
+            def __init__(self, map_plans):
+                rec.log.append(("maps", tuple(map_plans)))
+
+            def encode(self, a, b):
+                rec.log.append(("encode", a, b))
+                return (bytes(128), bytes(128))
+
+        class Staged:
+            def __init__(self, st):
+                rec.log.append(("alloc", st))
+
+            def stage(self, a, b, stream=None):
+                rec.log.append(("stage", int(a), int(b)))
+                return 0xA000, 0xB000
+
+        info = SimpleNamespace(slug="nogpu", sms=132, arch="sm_90")
+        monkeypatch.setattr(gemm.cuda.device, "info", lambda: info)
+        monkeypatch.setattr(gemm.cuda.loader, "load", lambda spec: SimpleNamespace(
+            functions={e: Fn(e) for e in spec.entries}))
+        monkeypatch.setattr(gemm.cuda.tma, "TensorMaps", Maps)
+        monkeypatch.setattr(gemm.cuda.staging, "PaddedOperands", Staged)
+
+
+@pytest.mark.parametrize("name", ["13", "14"])
+def test_an_aligned_launch_is_one_gemm_on_the_operands_as_given(monkeypatch, name):
+    from gemm.cuda.launch import launcher
+    rec = _Recorder(monkeypatch)
+    spec, prob = registry.get(name), Problem(1024, 1024, 1024)
+    launch = launcher(spec, prob)
+    assert launch.staged is None
+    launch(0x100, 0x200, 0x300)
+    kinds = [e[0] for e in rec.log]
+    assert kinds == ["maps", "encode", "gemm"]
+    assert rec.log[0][1] == tuple(plans(spec, prob))
+    assert rec.log[1][1:] == (0x100, 0x200)
+    assert rec.log[2][2] == (1024, 1024, 1024, 1.0, 0x100, 0x200, 0.0, 0x300)
+
+
+@pytest.mark.parametrize("name", ["13", "14"])
+def test_an_odd_k_launch_copies_then_runs_the_gemm_on_the_copies(monkeypatch, name):
+    from gemm.cuda.launch import launcher
+    rec = _Recorder(monkeypatch)
+    spec, prob = registry.get(name), Problem(136, 263, 107, 1.5, -0.5)
+    kp = PADDED[(name, "136x263x107")]
+    launch = launcher(spec, prob)
+    assert launch.staged is not None
+    launch(0x100, 0x200, 0x300)
+    launch(0x110, 0x210, 0x310)        # a second launch: no new allocation, copies again
+    kinds = [e[0] for e in rec.log]
+    assert kinds == ["maps", "alloc", "stage", "encode", "gemm", "stage", "encode", "gemm"]
+    assert rec.log[0][1] == tuple(plans(spec, kernel_problem(spec, prob)))
+    assert rec.log[1][1] == staging(spec, prob)
+    assert rec.log[2][1:] == (0x100, 0x200) and rec.log[5][1:] == (0x110, 0x210)
+    assert rec.log[3][1:] == (0xA000, 0xB000)     # the maps over the copies
+    # the kernel: K padded, the copies' pointers, C and alpha, beta as given
+    assert rec.log[4][2] == (136, 263, kp, 1.5, 0xA000, 0xB000, -0.5, 0x300)
+    assert rec.log[7][2] == (136, 263, kp, 1.5, 0xA000, 0xB000, -0.5, 0x310)
