@@ -632,3 +632,20 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
     with contextlib.redirect_stdout(out):
         ts.size(tmp_path / "true.json", 1.0, ["05_2d_blocktiling=10000", "09_cp_async_pipeline=8000"])
     assert out.getvalue().split() == ["05_2d_blocktiling=5100", "09_cp_async_pipeline=8000"]
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "kernels", work / "kernels")
+    ts.set_spin(work, ["05_2d_blocktiling=6", "07_bank_conflict_free=6", "14_bf16_wgmma_tma=12000"],
+                ts.WORK_HOOKS)
+    reg = load_registry(work / "kernels" / "kernels.toml", files=True)
+    for name in ("05_2d_blocktiling", "07_bank_conflict_free"):   # the FFMAs inside the main K loop
+        src = (work / "kernels" / reg[name].file).read_text()
+        loop = src[src.index("for (; k0 + BK <= K; k0 += BK)"):]
+        assert "#define SPIN_FMAS 6" in src and "#define SPIN_PPM 0" in src
+        assert src.count("SPIN_WORK(spin_acc_);") == 1
+        assert loop.index("SPIN_WORK") < loop.index("spin_acc_ == 1234.5f") < loop.index("if (k0 < K)")
+        assert reg[f"{name}_nospin"].defines["SPIN_FMAS"] == 0
+    assert "#define SPIN_PPM 12000" in (work / "kernels" / reg["14_bf16_wgmma_tma"].file).read_text()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):   # counts of FFMAs scale as counts (at least 1)
+        ts.size(tmp_path / "true.json", 1.0, ["05_2d_blocktiling=6"], ts.AMOUNT)
+    assert out.getvalue().split() == ["05_2d_blocktiling=3"]

@@ -7,7 +7,10 @@
 # history (the runs recorded in earlier sessions, on other GPUs); then up to TRIALS (default 5) runs of gemm
 # regress on it at SIZES (each a fresh A/B against the newest recorded commit, no anchor),
 # while under DEADLINE_S. KSTEP=1: the wait in every K step of 05 and 07 instead (tailspin.py
-# --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07).
+# --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07). WORK=1:
+# more FFMAs in every K step of 05 and 07 (tailspin.py --work) and 14's tail wait (KS: those three).
+# BASE=REV: the throwaway's parent (default HEAD), e.g. the newest commit whose measured code
+# is the newest recorded run's.
 # HISTORY_UPTO=REV keeps in the scratch history only the runs of REV and its ancestors (e.g.
 # those recorded on other GPUs than this call's). SIZE_ONLY=1 stops after the sizing (PICKS=
 # the printed picks then start a later call there).
@@ -19,8 +22,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 d=${OUT:?}; t0=$SECONDS
 state=.probe/spin; mkdir -p "$state/runs"
-base=$(git rev-parse HEAD); wt=/tmp/wt-tailspin; h=/tmp/tailspin-hist
+base=$(git rev-parse "${BASE:-HEAD}"); wt=/tmp/wt-tailspin; h=/tmp/tailspin-hist
 if [ "${KSTEP:-0}" = 1 ]; then mode=--kstep; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free"}
+elif [ "${WORK:-0}" = 1 ]; then mode=--work; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free 14_bf16_wgmma_tma"}
 else mode=""; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free 09_cp_async_pipeline 14_bf16_wgmma_tma"}; fi
 SIZES=${SIZES:-2048 4096 8192}
 in_wt() { (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" "$@"); }
@@ -47,10 +51,10 @@ for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
 PY
 }
 if [ ! -f "$state/picks" ]; then
-  first=${PICKS:-$(for k in $KS; do printf '%s=10000 ' "$k"; done)}
+  first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work0[57]*) printf '%s=6 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
   true_size first
-  picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $first) &&
+  picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $mode $first) &&
     [ -n "$picks" ] || { echo "no true size measured (log: $d/true-first.log)"; tail -5 "$d/true-first.log"; exit 2; }
   echo "$picks" > "$state/picks"; echo "sized: $first -> $picks ($((SECONDS - t0)) s)"
   [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$state/true-before.done"; }
@@ -100,6 +104,8 @@ if [ -n "$last" ] && [ "${AFTER:-1}" = 1 ] && [ $((SECONDS - t0)) -lt "${DEADLIN
 dropped=$(grep -l '"verdict": "DROP"' "$state"/trial*.json 2>/dev/null | sort -V | tail -n 1)
 if [ -n "$dropped" ] && [ "${EXPLAIN:-0}" = 1 ]; then   # the newest trial with a DROP
   mkdir -p "$d/x"; cp "$dropped" "$d/x/regress.json"
-  OUT="$d/x" COMMIT="$spin" bash ci/explain.sh
+  OUT="$d/x" COMMIT="$spin" RESULTS="$h/results" VERDICTS="$h/verdicts" bash ci/explain.sh
+  cp "$h/verdicts/h200/$spin.json" "$d/x/kept-verdicts.json" 2>/dev/null
+  python3 -m gemm show "$d/x/regress.json" > "$d/x/show.txt" 2>&1; grep -i -A3 "explain\|why" "$d/x/show.txt" | head -20
 fi
 echo "spin trial: $((SECONDS - t0)) s"

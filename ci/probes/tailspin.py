@@ -11,12 +11,18 @@ With --kstep (05 and 07), each thread instead waits at the end of every K step o
 loop until the step has taken (1 + SPIN_PPM / 1e6) times what it took, spinning on clock64
 (no sleep: a step is ~2,000 cycles, and a sleep's ~100-cycle grain would be the whole wait).
 The tail wait barely costs 05 and 07 at 2048, where every block finishes in one wave; a wait
-in every K step slows each block's whole life, at every size.
+in every K step slows each block's whole life, at every size, but its own clock reads cost
+~11 % whatever its length.
 
-    tailspin.py set TREE [--kstep] KERNEL=PPM ...
+With --work, each thread of 05 and 07 instead does SPIN_FMAS more dependent FFMAs at the end of
+every full K step of the main loop (on a value the compiler cannot fold, kept alive by a store
+that never happens): more work of the kind the kernel already does, so the cost grows with
+SPIN_FMAS in steps of ~1/600 of a K step; 14 keeps its tail wait (SPIN_PPM).
+
+    tailspin.py set TREE [--kstep | --work] KERNEL=AMOUNT ...
                                            add the wait to each kernel (its default SPIN_PPM)
                                            and a registry entry <kernel>_nospin (SPIN_PPM=0)
-    tailspin.py size TRUE.json TARGET_PCT KERNEL=PPM ...
+    tailspin.py size TRUE.json TARGET_PCT [--work] KERNEL=AMOUNT ...
                                            print KERNEL=PPM scaled so that the median true
                                            size measured (gemm bench --json of each kernel and
                                            its _nospin twin) becomes TARGET_PCT (kept where
@@ -30,9 +36,14 @@ from pathlib import Path
 MACRO = """#ifndef SPIN_PPM
 #define SPIN_PPM 0
 #endif
+#ifndef SPIN_FMAS
+#define SPIN_FMAS 0
+#endif
 #define SPIN_TAIL(t0) do { if (SPIN_PPM > 0) { const long long spin_d_ = clock64() - (t0); \\
     const long long spin_end_ = (t0) + spin_d_ + spin_d_ * SPIN_PPM / 1000000; \\
     while (clock64() < spin_end_) __nanosleep(64); } } while (0)
+#define SPIN_WORK(acc) do { _Pragma("unroll") for (int spin_i_ = 0; spin_i_ < SPIN_FMAS; ++spin_i_) \\
+    (acc) = fmaf((acc), 0.999999f, 1e-7f); } while (0)
 #define SPIN_STEP(t0) do { if (SPIN_PPM > 0) { const long long spin_d_ = clock64() - (t0); \\
     const long long spin_end_ = (t0) + spin_d_ + spin_d_ * SPIN_PPM / 1000000; \\
     while (clock64() < spin_end_) { } } } while (0)
@@ -88,7 +99,7 @@ def entry_block(toml: str, name: str) -> str:
 
 def twin(block: str, name: str) -> str:
     block = block.replace(f'name = "{name}"', f'name = "{name}_nospin"', 1)
-    return re.sub(r"defines = \{ (.*?) \}", lambda m: f"defines = {{ {m.group(1)}, SPIN_PPM = 0 }}",
+    return re.sub(r"defines = \{ (.*?) \}", lambda m: f"defines = {{ {m.group(1)}, SPIN_PPM = 0, SPIN_FMAS = 0 }}",
                   block, count=1)
 
 
@@ -97,6 +108,24 @@ def replace_nth(src: str, old: str, new: str, nth: int) -> str:
     for _ in range(nth + 1):
         at = src.index(old, at + 1)
     return src[:at] + new + src[at + len(old):]
+
+
+def work(loop: str) -> str:
+    """`loop` (each step already ending in SPIN_WORK) with the chain's seed from alpha before it
+    and, after it, its value stored only if it ever equals 1234.5 (so it is not removed)."""
+    return ("    float spin_acc_ = alpha;\n" + loop
+            + "    if (spin_acc_ == 1234.5f) C[0] = spin_acc_;\n")
+
+
+# --work: more FFMAs in every full K step of 05 and 07; 14's tail wait as without it
+WORK_HOOKS = {
+    "05_2d_blocktiling": [(LOOP_05, work(LOOP_05.replace("BK <= K; k0 += BK)\n", "BK <= K; k0 += BK) {\n", 1)
+                                         + "        SPIN_WORK(spin_acc_);\n    }\n"), 0)],
+    "07_bank_conflict_free": [(LOOP_07, work(LOOP_07.replace(
+        " step(ktail<false>{}, k0);\n", " { step(ktail<false>{}, k0); SPIN_WORK(spin_acc_); }\n")), 0)],
+    "14_bf16_wgmma_tma": HOOKS["14_bf16_wgmma_tma"],
+}
+AMOUNT = {"05_2d_blocktiling": "SPIN_FMAS", "07_bank_conflict_free": "SPIN_FMAS"}
 
 
 def picks(specs):
@@ -114,7 +143,8 @@ def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
                 raise SystemExit(f"tailspin.py: {name} is not what the hook expects")
             src = replace_nth(src, old, new, nth)
         first = src.index("#ifndef")
-        cu.write_text(src[:first] + MACRO.replace("#define SPIN_PPM 0", f"#define SPIN_PPM {ppm}")
+        var = AMOUNT.get(name, "SPIN_PPM") if hooks is WORK_HOOKS else "SPIN_PPM"
+        cu.write_text(src[:first] + MACRO.replace(f"#define {var} 0", f"#define {var} {ppm}")
                       + src[first:])
         toml = toml.rstrip("\n") + "\n\n" + twin(entry_block(toml, name), name) + "\n"
     reg.write_text(toml)
@@ -131,7 +161,8 @@ def true_sizes(path) -> dict:
             for (k, s), v in med.items() if k.endswith("_nospin") and (k[:-7], s) in med}
 
 
-def size(path, target: float, specs) -> None:
+def size(path, target: float, specs, fmas=()) -> None:
+    """`fmas`: the kernels whose amount is a count of FFMAs (--work), not parts per million."""
     got = true_sizes(path)
     out = []
     for name, ppm in picks(specs):
@@ -140,17 +171,20 @@ def size(path, target: float, specs) -> None:
         scale = target / now if now > 0.05 else 3.0     # barely measurable: triple it
         if 0.7 <= scale <= 1.4:                          # near enough: as it is
             scale = 1.0
-        out.append(f"{name}={max(1000, min(100000, round(ppm * min(max(scale, 0.33), 3.0))))}")
+        scale = min(max(scale, 0.33), 3.0)
+        lo, hi = (1, 256) if name in fmas else (1000, 100000)
+        out.append(f"{name}={max(lo, min(hi, round(ppm * scale)))}")
     print(" ".join(out))
 
 
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 2 else ""
+    flags = {a for a in sys.argv[3:] if a.startswith("--")}
+    args = [a for a in sys.argv[3:] if not a.startswith("--")]
     if cmd == "set":
-        kstep = "--kstep" in sys.argv[3:]
-        set_spin(Path(sys.argv[2]), [a for a in sys.argv[3:] if a != "--kstep"],
-                 KSTEP_HOOKS if kstep else HOOKS)
+        set_spin(Path(sys.argv[2]), args,
+                 KSTEP_HOOKS if "--kstep" in flags else WORK_HOOKS if "--work" in flags else HOOKS)
     elif cmd == "size":
-        size(sys.argv[2], float(sys.argv[3]), sys.argv[4:])
+        size(sys.argv[2], float(sys.argv[3]), args[1:], AMOUNT if "--work" in flags else ())
     else:
         raise SystemExit(__doc__)
