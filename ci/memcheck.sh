@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compute-sanitizer over the kernels, in up to three passes (SANITIZERS, default all three):
-#   memcheck   the correctness gate's odd shapes, every kernel, every (alpha, beta): any
-#              out-of-bounds or misaligned access fails it
+#   memcheck   the correctness gate's odd shapes and one whose tiles divide M and N (a split
+#              kernel's main entry), every kernel, every (alpha, beta): any out-of-bounds or
+#              misaligned access fails it
 #   racecheck  shared-memory hazards (a missing __syncthreads or __syncwarp, a cp.async target
 #              read before its wait): any hazard reported fails it, warnings included
 #   synccheck  illegal barrier use (a barrier in divergent code, a bad __syncwarp mask, a
@@ -53,7 +54,7 @@ run_pass() {  # run_pass NAME CMD...: run (or print) one pass, its log in $OUT/s
 k_args=(); for k in ${KERNELS:-}; do k_args+=(-k "$k"); done
 case " $passes " in
   *" memcheck "*)
-    shapes="1x1x1 65x129x7 127x1x300 1x4097x3 4095x63x129 1000x832x504 129x131x67 129x257x72"
+    shapes="1x1x1 65x129x7 127x1x300 1x4097x3 4095x63x129 1000x832x504 129x131x67 129x257x72 256x256x260"
     # --report-api-errors no: memcheck is here for the kernels' device memory accesses; the host
     # API errors it would otherwise count are cuda.bindings resolving driver entry points (the
     # first cuTensorMapEncodeTiled probes cuGetProcAddress for versions the driver lacks, by

@@ -17,15 +17,22 @@ Shapes: few and small (racecheck instruments every shared-memory access), chosen
 kernel launches every entry point, full tiles and both edges (the right strip, the bottom
 strip) at the largest tile (128 x 256), a K remainder for K steps of 8, 32 and 64, and more K
 steps than a pipeline has stages, so that a stage is reused:
-  ALIGNED    136x264x108: N and K multiples of 4: the main and edge entries (or the one entry);
-             K = 13 steps of 8 + 4, 3 steps of 32 + 12 (4 K tiles for 12's 3 stages)
+  ALIGNED    136x264x108: N and K multiples of 4: a split kernel's edge entry (full tiles on
+             its main path, partial ones on the checked path; geometry.plan), the one entry
+             of the others; K = 13 steps of 8 + 4, 3 steps of 32 + 12 (4 K tiles for 12's
+             3 stages)
+  TILED      256x256x260: M and N multiples of every tile a split kernel takes (its tune
+             space included): the main entry alone; K = 32 steps of 8 + 4. Few tiles: a
+             `split_k` kernel (10) splits K here on the H200 (gemm/core/splitk.py; 8 tiles of
+             64 x 128 for 132 SMs: 2 splits of 136 and 124, the K remainder in the last), so
+             its split path and the reduction kernel run as well
   UNALIGNED  136x263x107: N and K not multiples of 4: the fallback entry, K remainder again
   TMA        136x264x584: K a multiple of 8 (bf16 rows of 16-byte multiples: no staging, the
              TMA kernels on the operands as they are),
              and not of 32 or 64: 19 K tiles of 32 (13), 10 of 64 (14), each past 8 stages (the
              most their tune spaces hold: whatever a tuned table picks, a stage is reused)
 A kernel runs the shapes it needs (the TMA kernels TMA; one with a fallback entry ALIGNED and
-UNALIGNED; any other ALIGNED); a pass runs the union over its kernels in one process (a kernel
+UNALIGNED; any other ALIGNED; a split kernel TILED as well); a pass runs the union over its kernels in one process (a kernel
 may run a shape it does not need: 13 and 14 run ALIGNED and UNALIGNED on copies of A and B
 with K padded, registry pad_k; a kernel that refuses a shape is not a failure).
 `coverage` says what a shape exercises; tests/test_ci_tools.py holds every kernel to it.
@@ -53,13 +60,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's gemm, not another
 
 from gemm.core import geometry, registry, tuning   # noqa: E402
+from gemm.core.splitk import split_k   # noqa: E402
 from gemm.core.problem import Problem   # noqa: E402
 from gemm.core.registry import KernelSpec, kernels_dir   # noqa: E402
 
 TOOLS = ("racecheck", "synccheck")
-ALIGNED, UNALIGNED, TMA = "136x264x108", "136x263x107", "136x264x584"
+ALIGNED, UNALIGNED, TMA, TILED = "136x264x108", "136x263x107", "136x264x584", "256x256x260"
 AB = (1.5, 0.5)        # the one (alpha, beta): beta != 0, so C is read as well as written
 GPU = "h200"           # whose tuned constants coverage() resolves (10_autotuned's small bucket)
+SMS = 132              # its SMs, for coverage()'s split-K (gemm.core.splitk)
 
 
 class PlanError(RuntimeError):
@@ -69,7 +78,7 @@ class PlanError(RuntimeError):
 def shapes_for(spec: KernelSpec) -> tuple[str, ...]:
     if spec.tma:
         return (TMA,)
-    return (ALIGNED, UNALIGNED) if spec.fallback else (ALIGNED,)
+    return (ALIGNED,) + ((TILED,) if spec.split else ()) + ((UNALIGNED,) if spec.fallback else ())
 
 
 def k_step(spec: KernelSpec) -> int | None:
@@ -92,6 +101,7 @@ class Coverage:
     k_tail: bool = False         # a K remainder (K not a multiple of the K step)
     k_steps: int = 0
     stages: int = 1              # STAGES (a pipeline's slots), 1 where there is none
+    splits: int = 1              # split-K's S on the H200 (gemm.core.splitk), 1: no split
 
 
 def coverage(spec: KernelSpec, shape: str, gpu: str = GPU) -> Coverage:
@@ -105,7 +115,8 @@ def coverage(spec: KernelSpec, shape: str, gpu: str = GPU) -> Coverage:
     step = k_step(run) or prob.K
     return Coverage(shape, None, tuple(dict.fromkeys(e for e, _ in geometry.plan(run, prob))),
                     prob.M >= tm and prob.N >= tn, prob.M % tm != 0, prob.N % tn != 0,
-                    prob.K % step != 0, -(-prob.K // step), run.defines.get("STAGES", 1))
+                    prob.K % step != 0, -(-prob.K // step), run.defines.get("STAGES", 1),
+                    getattr(split_k(run, prob, SMS), "splits", 1))
 
 
 def _nvcc() -> str:

@@ -1,9 +1,10 @@
 // 04 1D block tiling: each thread computes TM outputs down one column of a BM x BN block tile.
 // Per K step it reads one value of the B tile into a register and reuses it TM times against
 // the A tile, so shared-memory reads per multiply-add fall from 2 (step 03) to (TM + 1) / TM.
-// The full tiles run a main kernel with no bounds checks; the right/bottom remainders run an
-// edge kernel with zero-padded loads and guarded stores. A K remainder (K % BK) is one more
-// call of the same K step (block_k_step in common.cuh), zero-padded, in both kernels.
+// Tiles that divide M and N run a main kernel with no bounds checks; otherwise an edge kernel
+// runs every tile, a full one as main does, a partial one with zero-padded loads and guarded
+// stores. A K remainder (K % BK) is one more call of the same K step (block_k_step in
+// common.cuh), zero-padded, in both kernels.
 // Constants (-D): BM, BN (block tile), BK (K step), TM (outputs per thread);
 // threads per block = BM * BN / TM (512 with the defaults 64, 64, 8, 8).
 #include "common.cuh"
@@ -32,12 +33,15 @@ __device__ __forceinline__ void column_products(const float* __restrict__ As, co
     }
 }
 
+// The block tile in shared memory, at file scope so that the edge entry's two block bodies
+// (full and partial tile) share it.
+__shared__ float As[BM * BK];
+__shared__ float Bs[BK * BN];
+
 template <bool EDGE>
 __device__ __forceinline__ void block_tile_1d(int M, int N, int K, float alpha,
                                               const float* __restrict__ A, const float* __restrict__ B,
                                               float beta, float* __restrict__ C, int row0, int col0) {
-    __shared__ float As[BM * BK];
-    __shared__ float Bs[BK * BN];
     const int thread_col = threadIdx.x % BN;
     const int thread_row = threadIdx.x / BN;
     const float* a = A + row0 * K;
@@ -72,7 +76,9 @@ sgemm_1d_main(int M, int N, int K, float alpha, const float* __restrict__ A,
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 sgemm_1d_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
               const float* __restrict__ B, float beta, float* __restrict__ C) {
-    int row0, col0;
-    edge_tile_origin(M, N, BM, BN, row0, col0);
-    block_tile_1d<true>(M, N, K, alpha, A, B, beta, C, row0, col0);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    if (tile_is_full(M, N, BM, BN, row0, col0))
+        block_tile_1d<false>(M, N, K, alpha, A, B, beta, C, row0, col0);
+    else
+        block_tile_1d<true>(M, N, K, alpha, A, B, beta, C, row0, col0);
 }

@@ -4,8 +4,8 @@
 // 8 x 8, against 1.125 in step 04). A 64 x 64 tile then needs only 64 threads, which fill the
 // tiles with a cooperative strided loop (8 values of each tile per thread). All TM * TN
 // accumulators stay in registers. Main kernel over full tiles without bounds checks; edge
-// kernel for the right/bottom remainders; a K remainder is one more call of the same K step
-// (block_k_step in common.cuh), zero-padded.
+// kernel over every tile when some are partial, checking only those (as in 04); a K remainder
+// is one more call of the same K step (block_k_step in common.cuh), zero-padded.
 // Constants (-D): BM, BN (block tile), BK (K step), TM, TN (outputs per thread);
 // threads per block = BM * BN / (TM * TN) (64 with the defaults 64, 64, 8, 8, 8).
 #include "common.cuh"
@@ -43,12 +43,15 @@ __device__ __forceinline__ void outer_products(const float* __restrict__ As, con
     }
 }
 
+// The block tile in shared memory, at file scope so that the edge entry's two block bodies
+// (full and partial tile) share it.
+__shared__ float As[BM * BK];
+__shared__ float Bs[BK * BN];
+
 template <bool EDGE>
 __device__ __forceinline__ void block_tile_2d(int M, int N, int K, float alpha,
                                               const float* __restrict__ A, const float* __restrict__ B,
                                               float beta, float* __restrict__ C, int row0, int col0) {
-    __shared__ float As[BM * BK];
-    __shared__ float Bs[BK * BN];
     const int thread_col = threadIdx.x % (BN / TN);
     const int thread_row = threadIdx.x / (BN / TN);
     const float* a = A + row0 * K;
@@ -86,7 +89,9 @@ sgemm_2d_main(int M, int N, int K, float alpha, const float* __restrict__ A,
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 sgemm_2d_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
               const float* __restrict__ B, float beta, float* __restrict__ C) {
-    int row0, col0;
-    edge_tile_origin(M, N, BM, BN, row0, col0);
-    block_tile_2d<true>(M, N, K, alpha, A, B, beta, C, row0, col0);
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    if (tile_is_full(M, N, BM, BN, row0, col0))
+        block_tile_2d<false>(M, N, K, alpha, A, B, beta, C, row0, col0);
+    else
+        block_tile_2d<true>(M, N, K, alpha, A, B, beta, C, row0, col0);
 }

@@ -4,8 +4,9 @@
 // read with float4 loads (LDG.E.128) and C is written with float4 stores (STG.E.128). The A tile
 // is stored transposed in shared memory (As[k][m]), so a thread's 8 values of A for one k are
 // contiguous and the inner loop reads both operands with 128-bit shared loads (LDS.128): 4 shared
-// loads per 64 FMAs. Main kernel over full tiles without checks; edge kernel over the remainders
-// (float4-granular checks, the `align = 4` contract: N and K multiples of 4); fallback kernel for
+// loads per 64 FMAs. Main kernel over full tiles without checks; edge kernel over every tile
+// when some are partial, the main path on full ones and float4-granular checks on partial ones
+// (the `align = 4` contract: N and K multiples of 4); fallback kernel for
 // any other shape (scalar, every element checked). A K remainder (K % BK) is one more call of
 // the same K step, zero-padded, in all three.
 // Constants (-D): BM, BN (block tile), BK (K step), TM, TN (outputs per thread, multiples of 4);
@@ -62,11 +63,14 @@ __device__ __forceinline__ void load_tiles(float* __restrict__ As, float* __rest
     }
 }
 
+// The block tile in shared memory, at file scope so that the edge entry's two block bodies
+// (full and partial tile) share it.
+__shared__ __align__(16) float As[BK * BM];
+__shared__ __align__(16) float Bs[BK * BN];
+
 template <int MODE>
 __device__ __forceinline__ void block_tile(int M, int N, int K, float alpha, const float* __restrict__ A,
                                            const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[BK * BM];
-    __shared__ __align__(16) float Bs[BK * BN];
     int row0, col0;
     block_origin<MODE>(M, N, BM, BN, row0, col0);
     const int thread_col = threadIdx.x % (BN / TN);
@@ -125,7 +129,10 @@ sgemm_vec_main(int M, int N, int K, float alpha, const float* __restrict__ A,
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 sgemm_vec_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
                const float* __restrict__ B, float beta, float* __restrict__ C) {
-    block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
+    if (full_tile(M, N, BM, BN))
+        block_tile<MODE_MAIN>(M, N, K, alpha, A, B, beta, C);
+    else
+        block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS)

@@ -73,11 +73,14 @@ __device__ __forceinline__ void load_tiles(float* __restrict__ As, float* __rest
     }
 }
 
+// The block tile in shared memory, at file scope so that the edge entry's two block bodies
+// (full and partial tile) share it.
+__shared__ __align__(16) float As[BK * AS_LD];
+__shared__ __align__(16) float Bs[BK * BS_LD];
+
 template <int MODE>
 __device__ __forceinline__ void block_tile(int M, int N, int K, float alpha, const float* __restrict__ A,
                                            const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[BK * AS_LD];
-    __shared__ __align__(16) float Bs[BK * BS_LD];
     int row0, col0;
     block_origin<MODE>(M, N, BM, BN, row0, col0);
     const int thread_col = threadIdx.x % (BN / TN);
@@ -136,7 +139,10 @@ sgemm_nobank_main(int M, int N, int K, float alpha, const float* __restrict__ A,
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 sgemm_nobank_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
                const float* __restrict__ B, float beta, float* __restrict__ C) {
-    block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
+    if (full_tile(M, N, BM, BN))
+        block_tile<MODE_MAIN>(M, N, K, alpha, A, B, beta, C);
+    else
+        block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS)

@@ -89,11 +89,14 @@ __device__ __forceinline__ void load_tiles(float* __restrict__ As, float* __rest
     }
 }
 
+// The block tile in shared memory, at file scope so that the edge entry's two block bodies
+// (full and partial tile) share it.
+__shared__ __align__(16) float As[BK * AS_LD];
+__shared__ __align__(16) float Bs[BK * BN];
+
 template <int MODE>
 __device__ __forceinline__ void block_tile(int M, int N, int K, float alpha, const float* __restrict__ A,
                                            const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[BK * AS_LD];
-    __shared__ __align__(16) float Bs[BK * BN];
     int row0, col0;
     block_origin<MODE, GROUP>(M, N, BM, BN, row0, col0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -155,7 +158,10 @@ sgemm_warptile_main(int M, int N, int K, float alpha, const float* __restrict__ 
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
 sgemm_warptile_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
                     const float* __restrict__ B, float beta, float* __restrict__ C) {
-    block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
+    if (full_tile<GROUP>(M, N, BM, BN))
+        block_tile<MODE_MAIN>(M, N, K, alpha, A, B, beta, C);
+    else
+        block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)

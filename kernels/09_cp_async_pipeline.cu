@@ -12,7 +12,8 @@
 // checked cp.async. GROUP > 0 rasterizes the main grid (common.cuh block_origin).
 // Constants (-D): BM, BN (block tile), BK (K step), WM, WN (warp tile), LANE_ROWS (lane rows in a
 // sub-tile), PAD_A, STAGES (>= 2), GROUP, MIN_BLOCKS (blocks per SM asked of ptxas:
-// __launch_bounds__); threads = 32 * (BM / WM) * (BN / WN)
+// __launch_bounds__), SPLIT_K_OK (1: split-K over gridDim.z, step 10 only; 0 here);
+// threads = 32 * (BM / WM) * (BN / WN)
 // (256 with the defaults 128, 256, 8, 64, 64, 4, 4, 3, 0, 1: a 128 x 256 block tile, 8 warps
 // of 64 x 64, 16 x 8 outputs per thread as 4 x 2 sub-tiles of 16 x 32, 245 registers, one block
 // per SM). Tried on the H200 (% of cuBLAS at 4096 / 8192): 128 x 128 with 128 threads and the
@@ -56,6 +57,9 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 1
 #endif
+#ifndef SPLIT_K_OK
+#define SPLIT_K_OK 0
+#endif
 #define LANE_COLS (32 / LANE_ROWS)
 #define NTHREADS (32 * (BM / WM) * (BN / WN))
 #define TM (WM / LANE_ROWS)         // outputs per thread along M (TM / 4 sub-tiles)
@@ -98,11 +102,14 @@ __device__ __forceinline__ void copy_tile(float* __restrict__ As, float* __restr
     }
 }
 
+// The stage buffers, at file scope so that the edge entry's two block bodies (full and
+// partial tile) share them.
+__shared__ __align__(16) float As[STAGES][BK * AS_LD];
+__shared__ __align__(16) float Bs[STAGES][BK * BN];
+
 template <int MODE>
 __device__ __forceinline__ void block_tile(int M, int N, int K, float alpha, const float* __restrict__ A,
                                            const float* __restrict__ B, float beta, float* __restrict__ C) {
-    __shared__ __align__(16) float As[STAGES][BK * AS_LD];
-    __shared__ __align__(16) float Bs[STAGES][BK * BN];
     int row0, col0;
     block_origin<MODE, GROUP>(M, N, BM, BN, row0, col0);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -111,7 +118,18 @@ __device__ __forceinline__ void block_tile(int M, int N, int K, float alpha, con
     const float* a = A + (size_t)row0 * K;
     const float* b = B + col0;
     const int rows_left = M - row0, cols_left = N - col0;
-    const int full_tiles = K / BK, tiles = (K + BK - 1) / BK;
+#if SPLIT_K_OK
+    // split-K (gemm/core/splitk.py): block z of gridDim.z runs K range [z * chunk, z * chunk +
+    // k_len) and stores its partial tile in slice z of the workspace the launcher passes as C
+    const int chunk = ((K + (int)gridDim.z - 1) / (int)gridDim.z + BK - 1) / BK * BK;
+    const int k_begin = (int)blockIdx.z * chunk, k_len = min(chunk, K - k_begin);
+    a += k_begin;
+    b += (size_t)k_begin * N;
+    C += (size_t)blockIdx.z * M * N;
+#else
+    const int k_len = K;
+#endif
+    const int full_tiles = k_len / BK, tiles = (k_len + BK - 1) / BK;
 
     auto issue = [&](int t, int stage) {  // copies of K tile t (if any), then one commit group
         if (t < full_tiles)
@@ -119,7 +137,7 @@ __device__ __forceinline__ void block_tile(int M, int N, int K, float alpha, con
                                    rows_left, cols_left, BK, A, B);
         else if (t < tiles)  // K remainder: the same copies, zero-padded
             copy_tile<MODE, true>(As[stage], Bs[stage], a + t * BK, b + (size_t)t * BK * N, K, N,
-                                  rows_left, cols_left, K - t * BK, A, B);
+                                  rows_left, cols_left, k_len - t * BK, A, B);
         cp_async_commit();
     };
     auto load_frag = [&](float (&rm)[TM], float (&rn)[TN], int stage, int dot) {
@@ -187,7 +205,10 @@ sgemm_pipeline_main(int M, int N, int K, float alpha, const float* __restrict__ 
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
 sgemm_pipeline_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
                     const float* __restrict__ B, float beta, float* __restrict__ C) {
-    block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
+    if (full_tile<GROUP>(M, N, BM, BN))
+        block_tile<MODE_MAIN>(M, N, K, alpha, A, B, beta, C);
+    else
+        block_tile<MODE_EDGE>(M, N, K, alpha, A, B, beta, C);
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)

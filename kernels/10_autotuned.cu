@@ -7,7 +7,10 @@
 // compiles one variant per size class; on a GPU without a table the defaults below (09's) apply.
 // Why: one hand-picked tile cannot suit every size. 09's 128 x 256 tile is the fastest at 2048
 // and above but leaves most of the 132 SMs idle at 1024 (32 blocks) and below.
-// Constants (-D): as in 09_cp_async_pipeline.cu; the code is that file's.
+// Constants (-D): as in 09_cp_async_pipeline.cu; the code is that file's, with SPLIT_K_OK = 1:
+// where its tiles are at most half the SMs (512: 32 tiles of 64 x 128 for 132 SMs), the
+// launcher splits K over gridDim.z (S blocks per tile, each a K range, partial tiles to a
+// workspace) and a second kernel sums the S partials into C (gemm/core/splitk.py).
 // Measured on the H200 by the suite (recorded at 1ed380e; TFLOPS, % of cuBLAS FP32 measured
 // interleaved): 38.56 at 1024 (99 %), 47.26 at 2048 (94 %),
 // 47.79 at 4096 (93 %), 47.92 at 8192 (94 %); 3001x2999x3003 (fallback path) 30.60 (70 %).

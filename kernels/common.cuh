@@ -8,21 +8,13 @@ __device__ __forceinline__ float gemm_epilogue(float acc, float alpha, float bet
     return beta == 0.0f ? alpha * acc : alpha * acc + beta * (*c);
 }
 
-// Split kernels launch a main kernel over the full tiles (grid N/tile_n x M/tile_m) and an
-// edge kernel with a 1-D grid over the rest: first the right strip (when N % tile_n != 0),
-// one block per row tile including the corner, then the bottom strip (when M % tile_m != 0),
-// one block per full column tile. gemm/launch.py computes the same count.
-__device__ __forceinline__ void edge_tile_origin(int M, int N, int tile_m, int tile_n,
-                                                 int& row0, int& col0) {
-    int b = blockIdx.x;
-    const int full_n = N / tile_n;
-    if (N % tile_n) {
-        const int tiles_m = (M + tile_m - 1) / tile_m;
-        if (b < tiles_m) { row0 = b * tile_m; col0 = full_n * tile_n; return; }
-        b -= tiles_m;
-    }
-    row0 = (M / tile_m) * tile_m;
-    col0 = b * tile_n;
+// Split kernels launch their main entry over the full tiles (grid N/tile_n x M/tile_m) when the
+// tiles divide M and N, and otherwise their edge entry alone over the ceil grid: one launch in
+// which each block takes the main code path when its tile is full and the bounds-checked path
+// when it is partial (a block-uniform branch). gemm/core/geometry.py plans the same launches.
+__device__ __forceinline__ bool tile_is_full(int M, int N, int tile_m, int tile_n, int row0,
+                                             int col0) {
+    return row0 + tile_m <= M && col0 + tile_n <= N;
 }
 
 // Cooperative strided load of a ROWS x COLS tile of a row-major matrix (leading dimension ld,
@@ -66,8 +58,8 @@ __device__ __forceinline__ void block_k_step(float* __restrict__ As, float* __re
 // ---- Helpers for the vectorized kernels (06 onward) -------------------------------------
 // Each of them instantiates one templated block body three ways:
 //   MODE_MAIN      full tiles, no bounds checks, 128-bit loads and stores;
-//   MODE_EDGE      the right/bottom remainders (edge_tile_origin), 128-bit loads and stores
-//                  with bounds checks at 4-float granularity;
+//   MODE_EDGE      a partial tile (the edge entry's blocks that full_tile refuses), 128-bit
+//                  loads and stores with bounds checks at 4-float granularity;
 //   MODE_FALLBACK  any shape (ceil grid), scalar loads and stores, every element checked.
 // MAIN and EDGE rely on the registry's `align = 4` contract (N % 4 == 0 and K % 4 == 0): every
 // row of A, B and C then starts 16-byte aligned and every remainder is a multiple of 4, so a
@@ -120,17 +112,15 @@ __device__ __forceinline__ void store4(float* __restrict__ p, float4 acc, float 
     }
 }
 
-// Block origin for the three modes: main -> its full tile, edge -> edge_tile_origin,
-// fallback -> the ceil grid. kGroup > 0 rasterizes the main grid for L2 reuse: blocks launched
-// one after another walk down kGroup row tiles of one column tile before moving right, so the
-// blocks resident at a time share fewer distinct tiles of A and B. The map is a permutation of
-// the (gridDim.x, gridDim.y) main grid, so the launch geometry does not change.
+// Block origin: blockIdx.y, blockIdx.x times the tile. kGroup > 0 rasterizes the grid of the
+// main and edge entries for L2 reuse: blocks launched one after another walk down kGroup row
+// tiles of one column tile before moving right, so the blocks resident at a time share fewer
+// distinct tiles of A and B. The map is a permutation of the (gridDim.x, gridDim.y) grid, so
+// the launch geometry does not change (the fallback is never rasterized).
 template <int MODE, int kGroup = 0>
 __device__ __forceinline__ void block_origin(int M, int N, int tile_m, int tile_n, int& row0,
                                              int& col0) {
-    if constexpr (MODE == MODE_EDGE) {
-        edge_tile_origin(M, N, tile_m, tile_n, row0, col0);
-    } else if constexpr (MODE == MODE_MAIN && kGroup > 0) {
+    if constexpr (MODE != MODE_FALLBACK && kGroup > 0) {
         const int gx = gridDim.x, gy = gridDim.y;
         const int pid = blockIdx.y * gx + blockIdx.x;
         const int per_group = kGroup * gx;
@@ -143,6 +133,14 @@ __device__ __forceinline__ void block_origin(int M, int N, int tile_m, int tile_
         row0 = blockIdx.y * tile_m;
         col0 = blockIdx.x * tile_n;
     }
+}
+
+// The edge entry's branch: does this block's tile (block_origin's map) lie wholly inside C?
+template <int kGroup = 0>
+__device__ __forceinline__ bool full_tile(int M, int N, int tile_m, int tile_n) {
+    int row0, col0;
+    block_origin<MODE_MAIN, kGroup>(M, N, tile_m, tile_n, row0, col0);
+    return tile_is_full(M, N, tile_m, tile_n, row0, col0);
 }
 
 // cp.async (sm_80+, LDGSTS in SASS): copy global memory straight into shared memory without

@@ -390,13 +390,18 @@ def test_every_kernel_with_a_k_step_is_covered_by_its_sanitizer_shapes():
         variants = [base] + ([base.with_defines(**c) for c in tuning.candidates(base)]
                              if base.tuned else [])
         for spec in variants:
-            entries = set()
+            entries, edges = set(), False
             for shape in sp.shapes_for(spec):
                 c = sp.coverage(spec, shape)
                 assert c.refused is None, (spec.name, shape, c.refused)
-                assert c.full_tile and c.edge_rows and c.edge_cols, (spec.name, spec.defines, c)
+                edges |= c.full_tile and c.edge_rows and c.edge_cols
                 assert c.k_tail and c.k_steps > c.stages, (spec.name, spec.defines, c)
+                if shape == sp.TILED:      # a split kernel's main entry, alone
+                    assert c.entries == (spec.main,) and not (c.edge_rows or c.edge_cols)
                 entries |= set(c.entries)
+            assert edges, (spec.name, spec.defines)
+            if spec.split_k and spec.tile == (64, 128):     # 10 at the H200's small bucket
+                assert sp.coverage(spec, sp.TILED).splits == 2
             assert entries == set(spec.entries), (spec.name, entries)
     # the TMA kernels run the others' shapes on padded copies (pad_k); without it they refuse
     # them (a refusal is not a failure)
@@ -419,9 +424,10 @@ def test_the_plan_takes_the_kernels_that_use_shared_memory(nvcc):
     sync, sync_shapes, sync_skip = sp.plan("synccheck", specs, smem)
     assert set(race_skip) == {"01_naive", "02_coalesced"} | tma and "TMA" in race_skip["14_bf16_wgmma_tma"]
     assert set(sync_skip) == {"01_naive", "02_coalesced"} and set(sync) == set(race) | tma
-    assert race_shapes == [sp.ALIGNED, sp.UNALIGNED]
-    assert sync_shapes == [sp.ALIGNED, sp.UNALIGNED, sp.TMA]
+    assert race_shapes == [sp.ALIGNED, sp.TILED, sp.UNALIGNED]
+    assert sync_shapes == [sp.ALIGNED, sp.TILED, sp.UNALIGNED, sp.TMA]
     assert sp.plan("racecheck", [registry.get("03")], smem)[1] == [sp.ALIGNED]   # no fallback
+    assert sp.plan("racecheck", [registry.get("05")], smem)[1] == [sp.ALIGNED, sp.TILED]
 
 
 def _memcheck(tmp_path, fake=None, **env):
@@ -473,7 +479,7 @@ def test_memcheck_dry_run_prints_each_pass(nvcc, tmp_path):
         assert cmd[cmd.index("python3"):][:4] == ["python3", "-m", "gemm", "check"]
     mem, race, sync = cmds["memcheck"], cmds["racecheck"], cmds["synccheck"]
     assert "-k" not in mem and "--alpha-beta" not in mem and "--report-api-errors" in mem
-    assert "129x257x72" in mem
+    assert "129x257x72" in mem and sp.TILED in mem    # TILED: the split kernels' main entries
     assert race[race.index("--racecheck-report") + 1] == "analysis"
 
     def kernels(cmd):
@@ -487,7 +493,8 @@ def test_memcheck_dry_run_prints_each_pass(nvcc, tmp_path):
                              "09_cp_async_pipeline", "10_autotuned", "11_tf32_wmma",
                              "12_tf32_mma_sync"]
     assert kernels(sync) == kernels(race) + ["13_tf32_wgmma_tma", "14_bf16_wgmma_tma"]
-    assert shapes(race) == [sp.ALIGNED, sp.UNALIGNED] and shapes(sync) == [sp.ALIGNED, sp.UNALIGNED, sp.TMA]
+    assert shapes(race) == [sp.ALIGNED, sp.TILED, sp.UNALIGNED]
+    assert shapes(sync) == [sp.ALIGNED, sp.TILED, sp.UNALIGNED, sp.TMA]
     assert race[race.index("--alpha-beta") + 1] == sync[sync.index("--alpha-beta") + 1] == "1.5,0.5"
     assert "racecheck: leaves out 13_tf32_wgmma_tma: TMA" in out.stdout
     assert "synccheck: leaves out 01_naive: no shared memory" in out.stdout

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gemm.core import registry
-from gemm.core.geometry import edge_blocks, plan, tile_cover
+from gemm.core.geometry import plan, tile_cover
 from gemm.core.problem import Problem
 
 SHAPES = [(1, 1, 1), (64, 64, 64), (65, 129, 7), (127, 1, 300), (1, 4097, 3), (4095, 63, 129),
@@ -26,14 +26,25 @@ def test_tiles_partition_c(name, shape):
     assert cover.min() == 1 and cover.max() == 1
 
 
-def test_split_grids_for_the_seed_kernel():
+def test_split_kernels_launch_once():
+    """Tiles that divide M and N: the main entry over the full tiles; any partial tile: the
+    edge entry alone over the ceil grid (its blocks branch to the main path on full tiles)."""
     spec = registry.get("05")
     main, edge = spec.main, spec.edge
-    assert plan(spec, Problem(1000, 1000, 1000)) == [
-        (main, (15, 15, 1)),              # 15 full 64x64 tiles each way
-        (edge, (16 + 15, 1, 1))]          # right strip (16 row tiles) + bottom strip (15)
+    assert plan(spec, Problem(1000, 1000, 1000)) == [(edge, (16, 16, 1))]
     assert plan(spec, Problem(4096, 4096, 4096)) == [(main, (64, 64, 1))]
+    assert plan(spec, Problem(4096, 4096, 7)) == [(main, (64, 64, 1))]    # K is free
     assert plan(spec, Problem(10, 10, 10)) == [(edge, (1, 1, 1))]
+    assert plan(spec, Problem(128, 130, 8)) == [(edge, (3, 2, 1))]        # a right strip
+    assert plan(spec, Problem(130, 128, 8)) == [(edge, (2, 3, 1))]        # a bottom strip
+
+
+def test_the_1000_launch_of_10_is_one_wave_of_128_blocks():
+    """The small bucket's 64 x 128 tiles at 1000: 16 x 8 blocks in one launch (was 105 main
+    blocks, then 23 edge blocks in a second launch), the same grid as 1024's."""
+    spec = registry.get("10").with_defines(BM=64, BN=128, WM=32, WN=64)
+    assert plan(spec, Problem(1000, 1000, 1000)) == [(spec.edge, (8, 16, 1))]
+    assert plan(spec, Problem(1024, 1024, 1024)) == [(spec.main, (8, 16, 1))]
 
 
 def test_vector_kernels_take_their_fallback_on_unaligned_shapes():
@@ -42,19 +53,12 @@ def test_vector_kernels_take_their_fallback_on_unaligned_shapes():
     for shape in ((128, 130, 128), (128, 128, 130), (1, 1, 1), (65, 129, 7)):
         (entry, grid), = plan(spec, Problem(*shape))
         assert entry == "sgemm_any" and grid == (-(-shape[1] // 64), -(-shape[0] // 64), 1)
-    assert [e for e, _ in plan(spec, Problem(130, 132, 4))] == [spec.main, spec.edge]  # M is free
+    assert plan(spec, Problem(130, 132, 4)) == [(spec.edge, (3, 3, 1))]   # M is free
 
 
 def test_grid_limit_is_a_clear_error():
     with pytest.raises(ValueError, match="grid limit"):
         plan(registry.get("01"), Problem(32 * 65536, 1, 1))
-
-
-def test_edge_block_count():
-    for M, N in itertools.product([1, 63, 64, 65, 128, 130], repeat=2):
-        right = -(-M // 64) if N % 64 else 0
-        bottom = N // 64 if M % 64 else 0
-        assert edge_blocks(M, N, 64, 64) == right + bottom
 
 
 def test_persistent_grid():

@@ -21,7 +21,7 @@ def run(args) -> int:
 
 def _launch(s) -> str:
     return (("main+edge" if s.split else "persistent" if s.persistent else "single")
-            + (f", align {s.align}" if s.align > 1 else ""))
+            + (f", align {s.align}" if s.align > 1 else "") + (", split-K" if s.split_k else ""))
 
 
 def _table(specs) -> str:

@@ -1,11 +1,11 @@
 """Launch geometry: which entry points of a kernel run over which grids (pure arithmetic).
 
-Split kernels (spec.edge set): the main entry gets a (N // tile_n, M // tile_m) grid of full
-tiles; the edge entry a 1-D grid over the right strip (one block per row tile, corner
-included) and the bottom strip (one block per full column tile), in the order that
-kernels/common.cuh's edge_tile_origin decodes. Kernels with vector loads (spec.align > 1) need
-N and K to be multiples of `align`; other shapes run the bounds-checked `fallback` entry over
-the ceil grid. Single kernels get the ceil grid and check bounds themselves.
+Split kernels (spec.edge set) run one launch: the main entry over an (N // tile_n, M // tile_m)
+grid when the tiles divide M and N, else the edge entry alone over the ceil grid, whose blocks
+take the main code path on a full tile and the bounds-checked one on a partial tile
+(kernels/common.cuh full_tile). Kernels with vector loads (spec.align > 1) need N and K to be
+multiples of `align`; other shapes run the bounds-checked `fallback` entry over the ceil grid.
+Single kernels get the ceil grid and check bounds themselves.
 """
 from __future__ import annotations
 
@@ -15,12 +15,6 @@ from .registry import KernelSpec
 MAX_GRID_Y = 65535
 
 Grid = tuple[int, int, int]
-
-
-def edge_blocks(M: int, N: int, tm: int, tn: int) -> int:
-    right = -(-M // tm) if N % tn else 0
-    bottom = N // tn if M % tm else 0
-    return right + bottom
 
 
 def aligned(spec: KernelSpec, prob: Problem) -> bool:
@@ -41,19 +35,13 @@ def plan(spec: KernelSpec, prob: Problem) -> list[tuple[str, Grid]]:
     if not aligned(spec, prob) and not spec.fallback:
         raise ShapeRefused(f"{spec.name} needs N and K to be multiples of {spec.align} "
                          f"(got {prob.label}) and has no fallback entry")
-    if not spec.split or not aligned(spec, prob):
-        entry = spec.main if aligned(spec, prob) else spec.fallback
-        g = (-(-N // tn), -(-M // tm), 1)
-        _check_y(g[1], M)
-        return [(entry, g)]
-    calls = []
-    if M >= tm and N >= tn:
-        _check_y(M // tm, M)
-        calls.append((spec.main, (N // tn, M // tm, 1)))
-    n_edge = edge_blocks(M, N, tm, tn)
-    if n_edge:
-        calls.append((spec.edge, (n_edge, 1, 1)))
-    return calls
+    g = (-(-N // tn), -(-M // tm), 1)
+    _check_y(g[1], M)
+    if not aligned(spec, prob):
+        return [(spec.fallback, g)]
+    if spec.split and (M % tm or N % tn):
+        return [(spec.edge, g)]
+    return [(spec.main, g)]
 
 
 def unsupported(spec: KernelSpec, prob: Problem) -> str | None:
@@ -79,21 +67,9 @@ def persistent_grid(tiles: Grid, sms: int) -> Grid:
 
 
 def tile_cover(spec: KernelSpec, prob: Problem) -> list[tuple[int, int]]:
-    """Tile origins (row0, col0) the launch covers: the Python twin of the CUDA mapping,
+    """Tile origins (row0, col0) the launch covers: the Python twin of the CUDA mapping
+    (blockIdx.y, blockIdx.x times the tile; GROUP's rasterization permutes the same grid),
     used by the CPU tests to prove every element of C belongs to exactly one block."""
     tm, tn = spec.tile
-    M, N = prob.M, prob.N
-    out = []
-    for entry, (gx, gy, _) in plan(spec, prob):
-        if entry != spec.edge:
-            out += [(by * tm, bx * tn) for by in range(gy) for bx in range(gx)]
-            continue
-        for b in range(gx):
-            if N % tn:
-                tiles_m = -(-M // tm)
-                if b < tiles_m:
-                    out.append((b * tm, (N // tn) * tn))
-                    continue
-                b -= tiles_m
-            out.append(((M // tm) * tm, b * tn))
-    return out
+    return [(by * tm, bx * tn) for _, (gx, gy, _) in plan(spec, prob)
+            for by in range(gy) for bx in range(gx)]

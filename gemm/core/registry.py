@@ -123,6 +123,7 @@ class KernelSpec:
     tma: tuple = ()                # TmaOperand: tensor maps passed first, by value
     persistent: bool = False       # launched as min(tiles, SMs) blocks that stride over the tiles
     pad_k: bool = False            # K off TMA's 16-byte rows: A and B staged padded (core.staging)
+    split_k: bool = False          # below half a wave, K split over grid z (core.splitk)
     summary: str = ""
 
     def with_defines(self, **overrides: int) -> "KernelSpec":
@@ -216,6 +217,11 @@ class KernelSpec:
         if self.pad_k and (not self.tma or self.b_layout != "nk"):
             raise ValueError(f"{where}: pad_k stages A and B with K padded, so it needs tma maps "
                              f"and b_layout = \"nk\" (both operands' rows run along K)")
+        if self.split_k and (self.tma or self.persistent or "BK" not in self.defines
+                             or self.defines.get("SPLIT_K_OK") != 1):
+            raise ValueError(f"{where}: split_k needs a kernel built with its split code "
+                             f"(defines SPLIT_K_OK = 1) that steps K by BK (defines BK), and "
+                             f"no tma maps or persistent grid (their launches have no grid z)")
         if self.persistent and self.split:
             raise ValueError(f"{where}: a persistent kernel has one entry over all tiles, no edge")
         if not isinstance(self.inject_delay, (int, float)) or not 0 <= self.inject_delay < 1:
@@ -228,7 +234,7 @@ class KernelSpec:
 
 _KEYS = {"name", "file", "main", "edge", "fallback", "align", "defines", "block", "tile",
          "precision", "baseline", "arch", "sass", "tune", "tuned", "inject_delay", "summary",
-         "b_layout", "smem", "tma", "persistent", "pad_k"}
+         "b_layout", "smem", "tma", "persistent", "pad_k", "split_k"}
 _TMA_KEYS = {"operand", "box", "swizzle"}
 _REQUIRED = {"name", "file", "main", "block", "tile", "precision", "baseline"}
 
@@ -257,7 +263,7 @@ def _spec_from_entry(entry: dict) -> KernelSpec:
         tuned=bool(entry.get("tuned", False)), inject_delay=entry.get("inject_delay", 0.0),
         b_layout=entry.get("b_layout", "kn"), smem_expr=entry.get("smem", 0), tma=tuple(tma),
         persistent=bool(entry.get("persistent", False)), pad_k=bool(entry.get("pad_k", False)),
-        summary=entry.get("summary", ""))
+        split_k=bool(entry.get("split_k", False)), summary=entry.get("summary", ""))
     spec.validate()
     return spec
 

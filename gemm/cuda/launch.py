@@ -19,12 +19,16 @@ A `pad_k` kernel whose K breaks TMA's 16-byte rows (gemm.core.staging) is launch
 copies: the launcher allocates them once (gemm.cuda.staging.PaddedOperands), and each launch
 enqueues the copy kernel and then the GEMM, in that stream, with K padded and the copies'
 pointers (the maps encode them once, since they never change). C is passed as it is.
+A `split_k` kernel below half a wave (gemm.core.splitk) gets a grid z of S splits, alpha 1,
+beta 0 and the workspace (gemm.cuda.staging.SplitKWorkspace, allocated once per launcher) in
+place of C; the reduction then writes C = alpha * sum + beta * C, in the same stream.
 """
 from __future__ import annotations
 
 from ..core.geometry import persistent_grid, plan
 from ..core.problem import Problem
 from ..core.registry import KernelSpec
+from ..core.splitk import split_k
 from ..core.tuning import resolve
 
 # (int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C)
@@ -83,7 +87,13 @@ def launcher(spec: KernelSpec, prob: Problem):
         staged = PaddedOperands(st)        # once per problem; freed with the launcher
     if spec.persistent:
         calls_plan = [(e, persistent_grid(g, info().sms)) for e, g in calls_plan]
-    calls = [(k.functions[entry], grid) for entry, grid in calls_plan]
+    split = split_k(spec, kprob, info().sms)
+    work = None
+    if split is not None:
+        from .staging import SplitKWorkspace
+        work = SplitKWorkspace(split)      # once per problem; freed with the launcher
+        calls_plan = [(e, (g[0], g[1], split.splits)) for e, g in calls_plan]
+    calls = [(k.functions[entry], grid if grid[2] > 1 else grid[:2]) for entry, grid in calls_plan]
     from .loader import target_arch
     arch = target_arch(spec, info().arch)
     sig = param_format(spec, arch)
@@ -97,9 +107,13 @@ def launcher(spec: KernelSpec, prob: Problem):
         if staged is not None:             # the copies first, in the same stream
             a, b = staged.stage(a, b, stream)
         head = param_head(spec, arch, maps.encode(int(a), int(b))) if maps is not None else ()
+        out, al, be = (work.pointer(), 1.0, 0.0) if work is not None else (int(c), alpha, beta)
         for f, grid in calls:
-            f.prepared_async_call(grid[:2], block, stream, *head, M, N, K, alpha, int(a),
-                                  int(b), beta, int(c), shared_size=smem)
+            f.prepared_async_call(grid, block, stream, *head, M, N, K, al, int(a),
+                                  int(b), be, out, shared_size=smem)
+        if work is not None:               # the partial sums into C, in the same stream
+            work.reduce(c, alpha, beta, stream)
 
     launch.staged = staged                 # None, or the PaddedOperands (tests, explain)
+    launch.split = work                    # None, or the SplitKWorkspace
     return launch

@@ -1,14 +1,17 @@
-"""Padded staging on the device (gemm.core.staging says when and how): the scratch copies of A
-and B with K padded, allocated once per launcher (one problem), and the copy kernel that
+"""Scratch buffers on a kernel's launch path. Padded staging (gemm.core.staging says when and
+how): the scratch copies of A and B with K padded, allocated once per launcher (one problem), and the copy kernel that
 fills them (support.cu's sgemm_stage_pad_k_b32 / _b16), enqueued on the launch's stream right
 before the GEMM, so the copy is part of every launch (timed, captured into CUDA graphs, run
-under compute-sanitizer) and a launch reads whatever A and B it is handed."""
+under compute-sanitizer) and a launch reads whatever A and B it is handed. Split-K (gemm.core.splitk): the workspace of
+partial products and the reduction into C, enqueued right after the GEMM."""
 from __future__ import annotations
 
+from ..core.splitk import SplitK
 from ..core.staging import Staging
 
 _BLOCK = 256
 _ENTRY = {4: "sgemm_stage_pad_k_b32", 2: "sgemm_stage_pad_k_b16"}
+_REDUCE = "sgemm_split_k_reduce"
 
 
 class PaddedOperands:
@@ -44,3 +47,33 @@ class PaddedOperands:
         for buf in self.bufs.values():
             buf.free()
         self.bufs = {}
+
+
+class SplitKWorkspace:
+    """Split-K (gemm.core.splitk): the float32 workspace of S x M x N partial products,
+    allocated once per launcher (one problem), and the reduction (support.cu's
+    sgemm_split_k_reduce) that sums it into C, enqueued after the GEMM in the same stream.
+    `free()` releases the workspace (else it goes with the object)."""
+
+    def __init__(self, split: SplitK) -> None:
+        from .device import cuda, info
+        from .support import support_module
+        self.split = split
+        self.buf = cuda().mem_alloc(split.workspace_bytes)
+        self._f = support_module().get_function(_REDUCE)
+        self._f.prepare("PPqiff")
+        mn = split.M * split.N
+        self._grid = (max(1, min(-(-mn // _BLOCK), info().sms * 16)), 1)
+
+    def pointer(self) -> int:
+        return int(self.buf)
+
+    def reduce(self, c, alpha: float, beta: float, stream=None) -> None:
+        self._f.prepared_async_call(self._grid, (_BLOCK, 1, 1), stream, self.pointer(), int(c),
+                                    self.split.M * self.split.N, self.split.splits,
+                                    float(alpha), float(beta))
+
+    def free(self) -> None:
+        if self.buf is not None:
+            self.buf.free()
+            self.buf = None

@@ -1,9 +1,10 @@
 // Support kernels for the harness (not GEMM kernels): device-side random operands, float64
 // widening for the cuBLAS DGEMM reference, and the elementwise tolerance check of
 // gemm/core/tolerance.py done on the GPU, so a sweep never moves large matrices through the host.
-// One of them is on a kernel's own launch path: sgemm_stage_pad_k_b32 / _b16, the padded
-// staging of a `pad_k` kernel (gemm/core/staging.py), named sgemm_ so that compute-sanitizer's
-// filter in ci/memcheck.sh instruments it with the GEMM kernels.
+// Two are on a kernel's own launch path: sgemm_stage_pad_k_b32 / _b16, the padded staging of
+// a `pad_k` kernel (gemm/core/staging.py), and sgemm_split_k_reduce, the sum of a `split_k`
+// kernel's partial products (gemm/core/splitk.py), named sgemm_ so that compute-sanitizer's
+// filter in ci/memcheck.sh instruments them with the GEMM kernels.
 #include <stdint.h>
 
 __device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
@@ -149,4 +150,19 @@ extern "C" __global__ void sgemm_stage_pad_k_b32(const unsigned int* src, unsign
 extern "C" __global__ void sgemm_stage_pad_k_b16(const unsigned short* src, unsigned short* dst,
                                                  int rows, int cols, int padded) {
     stage_pad_k(src, dst, rows, cols, padded);
+}
+
+// Split-K's second half (gemm/core/splitk.py): C = alpha * (ws[0] + ... + ws[splits - 1]) +
+// beta * C, where ws holds `splits` float32 slices of mn = M * N elements, the partial products
+// the GEMM kernel's blocks wrote for their K ranges. The slices are summed in order, one thread
+// per element of C (grid-stride), so the result does not depend on scheduling (no atomics).
+// C is not read when beta == 0, as in BLAS.
+extern "C" __global__ void sgemm_split_k_reduce(const float* __restrict__ ws, float* __restrict__ c,
+                                                long long mn, int splits, float alpha, float beta) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < mn;
+         i += (long long)gridDim.x * blockDim.x) {
+        float s = ws[i];
+        for (int z = 1; z < splits; ++z) s += ws[z * mn + i];
+        c[i] = beta == 0.0f ? alpha * s : alpha * s + beta * c[i];
+    }
 }

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import geometry, git, tuning
+from ..core.splitk import split_k
 from ..core.problem import Problem, ShapeRefused
 from ..core.registry import (KernelSpec, RegistryError, kernel_sources, kernels_dir,
                              load_registry)
@@ -246,7 +247,7 @@ class Launch:
     dynamic_smem: int
     tiles: int                 # tiles of C (blocks of a non-persistent launch)
     blocks_per_sm: int         # the main entry's
-    waves: float               # tiles / (SMs * blocks per SM)
+    waves: float               # blocks launched (tiles x split-K's S) / (SMs * blocks per SM)
     persistent: bool = False
     refused: str = ""          # why the kernel refuses this shape, if it does
 
@@ -340,7 +341,11 @@ def launch_of(spec: KernelSpec, prob: Problem, blocks: int,
     tiles = sum(gx * gy * gz for _, (gx, gy, gz) in calls)
     if spec.persistent:
         calls = [(e, geometry.persistent_grid(g, limits.sms)) for e, g in calls]
-    waves = tiles / (limits.sms * blocks) if blocks else float("inf")
+    split = split_k(spec, prob, limits.sms)
+    if split is not None:                # S blocks per tile (grid z), then the reduction
+        calls = [(e, (g[0], g[1], split.splits)) for e, g in calls]
+    launched = tiles * (split.splits if split is not None else 1)
+    waves = launched / (limits.sms * blocks) if blocks else float("inf")
     return Launch(tuple(calls), spec.block, spec.threads, spec.smem, tiles, blocks, waves,
                   spec.persistent)
 
