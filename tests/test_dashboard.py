@@ -73,9 +73,12 @@ def planted(tmp_path_factory):
                                   explanation=EXPLANATION))
 
 
-def newest_series(metric="tflops") -> set:
+def newest_series(metric="tflops", first=False) -> set:
+    """The series the newest commit measured; first=True: only those it measured first (no
+    earlier value: a dash, not a change), first=False: only those it can compare."""
     m = load_machine(ROOT / "results", ROOT / "verdicts", MACHINE)
-    return {(k, s) for k, s in m.series(metric) if m.value(NEWEST, k, s, metric) is not None}
+    return {(k, s) for k, s in m.series(metric) if m.value(NEWEST, k, s, metric) is not None
+            and (m.previous(NEWEST, k, s, metric) is None) == first}
 
 
 def cells(html: str, metric: str, commit: str) -> dict:
@@ -91,7 +94,7 @@ def test_the_dashboard_is_the_first_page_with_a_cell_per_series(site):
     assert "data-metric='tflops'" in html and "data-metric='pct_of_cublas'" in html
     for metric in ("tflops", "pct_of_cublas"):
         got = cells(html, metric, NEWEST)
-        assert newest_series(metric) <= {k for k, c in got.items() if "nodata" not in c}
+        assert newest_series(metric) | newest_series(metric, first=True) <= {k for k, c in got.items() if "nodata" not in c}
     assert "src=" not in html.replace("<script>", "")          # no external script
     assert not re.search(r"(src|href)=['\"]https?://", html)   # nothing fetched from elsewhere
 
@@ -200,6 +203,7 @@ def test_dashboard_and_series_page_in_chromium_from_file(site, shots):
     assert not errors, errors
     assert width <= 1400, f"the dashboard overflows 1400 px ({width})"
     assert {(k, s) for k, s, text in rows if text.endswith("%")} >= newest_series()
+    assert {(k, s) for k, s, text in rows if text == "\u2013"} >= newest_series(first=True)
     assert shown == "pct_of_cublas"
     page = site / "series" / MACHINE / "02_coalesced__4096.html"
     errors, width, _ = _open(chromium, pw, page.as_uri(), shots / "series.png")
