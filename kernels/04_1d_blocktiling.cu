@@ -5,7 +5,10 @@
 // runs every tile, a full one as main does, a partial one with zero-padded loads and guarded
 // stores. A K remainder (K % BK) is one more call of the same K step (block_k_step in
 // common.cuh), zero-padded, in both kernels.
-// Constants (-D): BM, BN (block tile), BK (K step), TM (outputs per thread);
+// Constants (-D): BM, BN (block tile), BK (K step), TM (outputs per thread), EDGE_MIN_BLOCKS
+// (blocks per SM asked of ptxas for the edge kernel: holding both paths, it took 86 registers
+// and one 512-thread block per SM, and ran 3001x2999x3003 at 8.8 TFLOPS against the two
+// launches' 14.6; 2 caps it at 64 registers, no spills, the main kernel's two blocks);
 // threads per block = BM * BN / TM (512 with the defaults 64, 64, 8, 8).
 #include "common.cuh"
 #ifndef BM
@@ -19,6 +22,9 @@
 #endif
 #ifndef TM
 #define TM 8
+#endif
+#ifndef EDGE_MIN_BLOCKS
+#define EDGE_MIN_BLOCKS 2
 #endif
 #define NTHREADS (BM * BN / TM)
 static_assert(BM % TM == 0, "BM must be a multiple of TM");
@@ -73,7 +79,7 @@ sgemm_1d_main(int M, int N, int K, float alpha, const float* __restrict__ A,
     block_tile_1d<false>(M, N, K, alpha, A, B, beta, C, blockIdx.y * BM, blockIdx.x * BN);
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS)
+extern "C" __global__ void __launch_bounds__(NTHREADS, EDGE_MIN_BLOCKS)
 sgemm_1d_edge(int M, int N, int K, float alpha, const float* __restrict__ A,
               const float* __restrict__ B, float beta, float* __restrict__ C) {
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
