@@ -281,3 +281,57 @@ def test_at_the_round_cap_what_was_never_measured_says_so(monkeypatch):
     abreport.finish(ab)
     assert all("not measured" in r.note and "still ambiguous" not in r.note for r in rows[4:])
     assert not any("not measured" in r.note for r in rows[:4])
+
+
+def _borrowed(noise):
+    """A calibration that lends every series another's noise (its dof are the run's own)."""
+    return SimpleNamespace(prior=lambda *a: decision.Noise(noise, 40, borrowed=True),
+                           robust_prior=lambda *a: None, borrowed=lambda *a: True)
+
+
+def test_a_fresh_drop_past_its_minimum_effect_goes_before_the_carried(monkeypatch):
+    """ccdb051's A/B: 76 series carried UNRESOLVED at about 0 % took its 46 s while 04 at
+    3001x2999x3003, 40 % slower on the screen, was never measured. Here, with a budget that
+    fits no round (the first round takes one, the overtime the drop's second), the -40 % one
+    is measured and is a DROP; the carried one at 0 % waits (UNRESOLVED, not measured); a
+    carried one still goes before an ordinary candidate."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0 * (0.6 if tree == "NEW" and
+                                                                k == "k9" else 1.0))
+    carried = Row("k1", "4096", "tflops", 4, 30.0, 30.0, 0.0, 0.005, "drop?", reference="c1",
+                  min_effect=0.01)
+    carried.carried = ["c0"]
+    fresh = Row("k9", "4096", "tflops", 4, 30.0, 18.0, -0.4, 0.005, "drop?", reference="c1",
+                min_effect=0.01)
+    plain = Row("k2", "4096", "tflops", 4, 30.0, 29.5, -0.006, 0.005, "drop?", reference="c1",
+                min_effect=0.01)
+    comps = [(carried, "c1"), (plain, "c1"), (fresh, "c1")]
+    ab = confirm.ABRun(comps, GateConfig(budget_s=1.0, overtime_s=90.0), "NEW",
+                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
+    assert sorted(range(3), key=ab.priority) == [2, 0, 1]
+    ab.run()
+    abreport.finish(ab)
+    assert fresh.verdict == "DROP", fresh.note
+    assert carried.verdict == "UNRESOLVED" and "not measured" in carried.note
+
+
+def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(monkeypatch):
+    """Borrowed noise (the run's own dof): after one round the interval is unbounded, so it
+    goes on in round 2 before an unmeasured candidate, and a round takes a new one only where
+    the two rounds it needs fit (5aca64f, b18d38c: every comparison one round, none decided)."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
+    rows = _rows(2)
+    ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW",
+                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _borrowed(0.0005))
+    ab.measure_round(1, [1])
+    assert not math.isfinite(ab.effect(1).hi)
+    assert sorted(range(2), key=ab.priority) == [1, 0]      # the started one first
+    assert ab.needs(0) == decision.DROP_MIN_ROUNDS
+    ab.costs.start, ab.costs.target = {"c1": 5.0, "NEW": 5.0}, {}
+    one = 4 * (5.0 + 5.0)                                    # a round of one target
+    ab.costs.target = {(a, ("k1", "4096")): 5.0 for a in ("c1", "NEW")}
+    ab.costs.target.update({(a, ("k2", "4096")): 5.0 for a in ("c1", "NEW")})
+    assert ab.choose(one) == [1]                             # its last round; k1 would need two
+    assert ab.choose(2 * 4 * (5.0 + 10.0)) == [1, 0]
+    own = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
+                        _cal(0.0005))
+    assert own.needs(0) == 1                                 # its own noise: one round may do

@@ -153,29 +153,54 @@ class ABRun:
         cap = len(self.paired(i)[0]) + self.cfg.max_rounds - self.n
         return decision.reachable(e, self.comps[i][0].min_effect, cap)
 
+    def needs(self, i: int) -> int:
+        """Rounds comparison i needs before any decision can come: where its noise is the
+        run's own (no prior, or one borrowed: its dof are the run's), one round decides
+        nothing, so DROP_MIN_ROUNDS; with its own calibrated noise one round can decide SAME
+        (a DROP's second round then goes first: priority)."""
+        p = self.prior(self.comps[i][0])
+        return 1 if p is not None and not p.borrowed else decision.DROP_MIN_ROUNDS
+
+    def rounds_left(self, i: int) -> int:
+        return max(1, self.needs(i) - len(self.paired(i)[0]))
+
     def priority(self, i: int) -> tuple:
-        """Carried and not measured yet, then those that can reach a DROP, then the unmeasured
-        (furthest past their screen or noise first), then the rest (slowest first)."""
+        """Those measured here that still need rounds to be decided at all, or can reach a
+        DROP; then the unmeasured past their minimum effect (the likeliest DROPs, furthest
+        past their noise first); then those carried from the commits before; then the other
+        unmeasured (furthest past their screen or noise first); then the rest."""
         r, c = self.comps[i]
-        if r.carried and (c, (r.kernel, r.size, r.metric)) not in self.values:
-            return (-1, -len(r.carried))
-        if self.paired(i)[0]:
+        rounds = len(self.paired(i)[0])
+        if rounds > self.kept(i):
             try:
                 e = self.effect(i)
             except ValueError:     # a failed value: its verdict comes without more rounds
                 return (0, -math.inf)
-            return (0 if self.reachable(i, e) else 2, e.estimate)
+            if rounds < self.needs(i) or not (math.isfinite(e.lo) and math.isfinite(e.hi)):
+                return (0, e.estimate)   # started: one round decides nothing here
+            return (0 if self.reachable(i, e) else 4, e.estimate)
+        change = (r.change if c == r.reference else r.anchor_change) or 0.0
         # in a flood of candidates, noisy series are the likeliest to sit past the screen
-        change = r.change if c == r.reference else r.anchor_change
         p = self.prior(r)
-        scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0)
-        return (1, (change or 0.0) / (scale or 1.0))
+        scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0) or 1.0
+        if change <= -r.min_effect:
+            return (1, change / scale)
+        if r.carried:
+            return (2, -len(r.carried))
+        if rounds:                 # kept rounds only (carried with its evidence)
+            try:
+                return (2, self.effect(i).estimate)
+            except ValueError:
+                return (2, -math.inf)
+        return (3, change / scale)
 
     def choose(self, left: float, first: bool = False) -> list[int]:
-        """The undecided comparisons a round can take in `left` seconds, by priority (one whose
-        targets the round measures anyway comes free; the first round takes at least one)."""
+        """The undecided comparisons a round can take in `left` seconds, by priority, each
+        only where the rounds it still needs (rounds_left) fit as well, so that what is
+        started can be decided (one whose targets the round measures anyway comes free; the
+        first round takes at least one)."""
         arms: dict[str, set] = {}
-        chosen = []
+        chosen, times = [], 1
         for i in sorted(self.undecided(), key=self.priority):
             r, c = self.comps[i]
             t = (r.kernel, r.size)
@@ -185,8 +210,9 @@ class ABRun:
             trial = {a: set(ts) for a, ts in arms.items()}
             trial.setdefault(c, set()).add(t)
             trial.setdefault(self.new, set()).add(t)
-            if self.costs.round_s(trial) <= left or (first and not chosen):
-                arms = trial
+            need = max(times, self.rounds_left(i))
+            if self.costs.round_s(trial) * need <= left or (first and not chosen):
+                arms, times = trial, need
                 chosen.append(i)
         return chosen
 
