@@ -122,7 +122,8 @@ def waits(tmp_path_factory):
     ts = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ts)
     ts.set_spin(repo, ["05_2d_blocktiling=10000"], ts.KSTEP_HOOKS)
-    subprocess.run([*git, "commit", "-qam", "the K-step wait"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)      # with the twin's source
+    subprocess.run([*git, "commit", "-qm", "the K-step wait"], check=True)
     return repo
 
 

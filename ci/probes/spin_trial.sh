@@ -35,8 +35,9 @@ make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the 
   python3 ci/probes/tailspin.py set "$wt" $mode $1 || return 2
   # a minute after the base (the scratch history, outside git, orders runs by commit date)
   local when="$(( $(git show -s --format=%ct "$base") + 60 )) +0000"
+  git -C "$wt" add -A kernels
   GIT_AUTHOR_DATE="$when" GIT_COMMITTER_DATE="$when" \
-    git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qam "throwaway: a ${mode:-tail} wait in $KS ($1)"
+    git -C "$wt" -c user.name=spin -c user.email=spin@test commit -qm "throwaway: a ${mode:-tail} wait in $KS ($1)"
   git -C "$wt" rev-parse HEAD
 }
 true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin twins, one process
@@ -51,7 +52,7 @@ for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
 PY
 }
 if [ ! -f "$state/picks" ]; then
-  first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work0[57]*) printf '%s=6 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
+  first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work05*) printf '%s=60 ' "$k";; --work07*) printf '%s=18 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
   true_size first
   picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $mode $first) &&

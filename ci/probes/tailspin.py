@@ -21,7 +21,11 @@ SPIN_FMAS in steps of ~1/600 of a K step; 14 keeps its tail wait (SPIN_PPM).
 
     tailspin.py set TREE [--kstep | --work] KERNEL=AMOUNT ...
                                            add the wait to each kernel (its default SPIN_PPM)
-                                           and a registry entry <kernel>_nospin (SPIN_PPM=0)
+                                           and a registry entry <kernel>_nospin: the
+                                           parent's source, copied (a twin built from the
+                                           hooked source with the amount 0 was not the
+                                           parent's code: 07's ran 2-9 % slower than the
+                                           slowed 07 itself, b18d38c)
     tailspin.py size TRUE.json TARGET_PCT [--work] KERNEL=AMOUNT ...
                                            print KERNEL=PPM scaled so that the median true
                                            size measured (gemm bench --json of each kernel and
@@ -98,9 +102,10 @@ def entry_block(toml: str, name: str) -> str:
 
 
 def twin(block: str, name: str) -> str:
+    """The registry entry of <name>_nospin: the parent's source, kept as <name>_nospin.cu."""
     block = block.replace(f'name = "{name}"', f'name = "{name}_nospin"', 1)
-    return re.sub(r"defines = \{ (.*?) \}", lambda m: f"defines = {{ {m.group(1)}, SPIN_PPM = 0, SPIN_FMAS = 0 }}",
-                  block, count=1)
+    return re.sub(r'file = "([^"]+)\.cu"', lambda m: f'file = "{m.group(1)}_nospin.cu"', block,
+                  count=1)
 
 
 def replace_nth(src: str, old: str, new: str, nth: int) -> str:
@@ -138,6 +143,7 @@ def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
     for name, ppm in picks(specs):
         cu = tree / "kernels" / f"{name}.cu"
         src = cu.read_text()
+        (tree / "kernels" / f"{name}_nospin.cu").write_text(src)   # the twin: the parent's code
         for old, new, nth in hooks[name]:
             if src.count(old) < nth + 1:
                 raise SystemExit(f"tailspin.py: {name} is not what the hook expects")
