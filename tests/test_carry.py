@@ -64,8 +64,8 @@ def test_the_kept_rounds_against_the_anchor_come_with_it_where_the_code_is_the_s
     assert r.carried_rounds == {"anc": kept}
     ab = confirm.ABRun([(r, "anc")], GateConfig(), "new", {}, print, None)
     assert ab.paired(0) == ([[30.0, 30.0]], [[29.4, 29.4]], [3])     # before any round here
-    assert ab.priority(0)[0] == 2     # before the other unmeasured, after those past their
-                                      # minimum effect (test_plan: a fresh drop goes first)
+    assert ab.priority(0)[0] == 1     # its kept rounds (-2 %) past its minimum effect: with
+                                      # the likeliest DROPs, before the other unmeasured
 
 
 def test_one_round_here_with_the_kept_round_makes_a_drop(monkeypatch):

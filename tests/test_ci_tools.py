@@ -655,6 +655,9 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
         assert (work / "kernels" / reg[f"{name}_nospin"].file).read_text() == \
             (ROOT / "kernels" / reg[name].file).read_text()
     assert "#define SPIN_PPM 12000" in (work / "kernels" / reg["14_bf16_wgmma_tma"].file).read_text()
+    import tomllib      # a tuned kernel's twin runs the same tuned constants
+    tables = tomllib.loads((work / "kernels" / "tuned" / "h200.toml").read_text())
+    assert tables["14_bf16_wgmma_tma_nospin"] == tables["14_bf16_wgmma_tma"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):   # counts of FFMAs scale as counts (at least 1)
         ts.size(tmp_path / "true.json", 1.0, ["05_2d_blocktiling=6"], ts.AMOUNT)

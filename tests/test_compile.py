@@ -56,3 +56,18 @@ def test_a_broken_constant_fails_to_compile(nvcc, tmp_path):
                           "-o", str(tmp_path / "k.cubin"), str(spec.path)], capture_output=True, text=True)
     err = out.stderr.lower()
     assert out.returncode != 0 and ("static assert" in err or "static_assert" in err), err
+
+
+def _blocks_by_registers(regs: int, threads: int) -> int:
+    return 65536 // (-(-regs // 8) * 8 * threads)
+
+
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.edge], ids=lambda s: s.name)
+def test_the_edge_entry_keeps_the_main_entrys_blocks_per_sm(nvcc, spec, tmp_path):
+    """A shape with any partial tile runs the edge entry over every tile, full ones on its main
+    path: it must fit as many blocks per SM as the main entry (04's took 86 registers, one
+    512-thread block per SM against two, and ran 3001x2999x3003 at 8.8 TFLOPS, not 14.6)."""
+    funcs = ptxas_report(nvcc, spec, tmp_path)
+    main = _blocks_by_registers(funcs[spec.main]["regs"], spec.threads)
+    edge = _blocks_by_registers(funcs[spec.edge]["regs"], spec.threads)
+    assert edge >= main, f"{spec.edge}: {edge} blocks per SM by registers, {spec.main}: {main}"

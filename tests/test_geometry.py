@@ -104,3 +104,30 @@ def test_only_a_contract_refusal_is_unsupported_a_bug_is_not(monkeypatch):
     monkeypatch.setattr(gemm.core.tensormaps, "plans", broken)
     with pytest.raises(ValueError, match="a bug"):
         unsupported(get("13"), Problem.parse("4096"))
+
+
+def _block_origin(bx, by, gx, gy, group, tm, tn):
+    """The Python twin of kernels/common.cuh's block_origin (GROUP > 0: grouped rows)."""
+    if group <= 0:
+        return by * tm, bx * tn
+    pid = by * gx + bx
+    per_group = group * gx
+    first_m = (pid // per_group) * group
+    group_m = min(gy - first_m, group)
+    in_group = pid % per_group
+    return (first_m + in_group % group_m) * tm, (in_group // group_m) * tn
+
+
+@pytest.mark.parametrize("group", [0, 1, 3, 8])
+@pytest.mark.parametrize("shape", [(1000, 1000), (3001, 2999), (128, 130), (640, 2304), (10, 10)])
+def test_the_edge_entry_over_the_ceil_grid_covers_each_tile_once_with_grouped_rows(group, shape):
+    """A split kernel's one launch over partial tiles (09 and 10 take GROUP): every tile of the
+    ceil grid gets exactly one block, and the blocks the edge entry sends down the main path
+    (full_tile) are exactly the full tiles; tile_cover lists the grid itself, not this map."""
+    M, N = shape
+    tm, tn = 128, 256
+    gx, gy = -(-N // tn), -(-M // tm)
+    seen = [_block_origin(bx, by, gx, gy, group, tm, tn) for by in range(gy) for bx in range(gx)]
+    assert sorted(seen) == sorted((r * tm, c * tn) for r in range(gy) for c in range(gx))
+    full = [(r, c) for r, c in seen if r + tm <= M and c + tn <= N]
+    assert len(full) == (M // tm) * (N // tn)

@@ -335,3 +335,40 @@ def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(
     own = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
                         _cal(0.0005))
     assert own.needs(0) == 1                                 # its own noise: one round may do
+
+
+def test_a_fresh_drop_with_borrowed_noise_goes_on_past_the_budget_to_its_drop(monkeypatch):
+    """The same -40 % drop with borrowed noise (04 at 3001x2999x3003's prior is borrowed):
+    after one round its interval is unbounded, so no rule of the cap can call it on course;
+    its estimate past -m keeps it in the overtime until it is a DROP."""
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0 * (0.6 if tree == "NEW" and
+                                                                k == "k9" else 1.0))
+    fresh = Row("k9", "4096", "tflops", 4, 30.0, 18.0, -0.4, 0.005, "drop?", reference="c1",
+                min_effect=0.01)
+    flat = Row("k1", "4096", "tflops", 4, 30.0, 30.0, 0.0, 0.005, "drop?", reference="c1",
+               min_effect=0.01)
+    ab = confirm.ABRun([(fresh, "c1"), (flat, "c1")], GateConfig(budget_s=1.0, overtime_s=130.0),
+                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
+                       _borrowed(0.0005))
+    ab.run()
+    abreport.finish(ab)
+    assert fresh.verdict == "DROP", fresh.note
+    assert fresh.effects[0]["overtime"] and fresh.effects[0]["n_new"] >= 4   # 2 rounds or more
+    assert flat.verdict == "UNRESOLVED"
+
+
+def test_a_carried_series_ranks_by_its_kept_rounds(monkeypatch):
+    """Two carried series, kept rounds against the anchor at -5 % and at 0 %: the one whose
+    kept evidence is past its minimum effect goes with the likeliest DROPs."""
+    _fake(monkeypatch, lambda tree, k, n: 30.0)
+    rows = []
+    for k, kept in (("k1", 28.5), ("k2", 30.0)):
+        r = Row(k, "4096", "tflops", 4, 30.0, 30.0, 0.0, 0.005, "drop?", reference="c1",
+                anchor="anc", anchor_change=0.0, min_effect=0.01)
+        r.carried = ["c0"]
+        r.carried_rounds = {"anc": {"first": [30.0], "last": [30.0], "new": [kept, kept],
+                                    "k": [3]}}
+        rows.append(r)
+    ab = confirm.ABRun([(r, "anc") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
+                       _cal(0.0005))
+    assert ab.priority(0)[0] == 1 and ab.priority(1)[0] == 2

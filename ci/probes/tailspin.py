@@ -153,7 +153,20 @@ def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
         cu.write_text(src[:first] + MACRO.replace(f"#define {var} 0", f"#define {var} {ppm}")
                       + src[first:])
         toml = toml.rstrip("\n") + "\n\n" + twin(entry_block(toml, name), name) + "\n"
+        twin_tuned(tree, name)
     reg.write_text(toml)
+
+
+def twin_tuned(tree: Path, name: str) -> None:
+    """The twin of a tuned kernel runs its constants: each table entry of `name` in
+    kernels/tuned/*.toml copied under <name>_nospin."""
+    for table in sorted((tree / "kernels" / "tuned").glob("*.toml")):
+        text = table.read_text()
+        blocks = re.findall(r'^\["' + re.escape(name) + r'"\.[^\n]*\n(?:[^\[\n][^\n]*\n)*', text,
+                            re.M)
+        if blocks:
+            copies = [b.replace(f'["{name}".', f'["{name}_nospin".', 1) for b in blocks]
+            table.write_text(text.rstrip("\n") + "\n\n" + "\n".join(copies))
 
 
 def true_sizes(path) -> dict:

@@ -154,10 +154,8 @@ class ABRun:
         return decision.reachable(e, self.comps[i][0].min_effect, cap)
 
     def needs(self, i: int) -> int:
-        """Rounds comparison i needs before any decision can come: where its noise is the
-        run's own (no prior, or one borrowed: its dof are the run's), one round decides
-        nothing, so DROP_MIN_ROUNDS; with its own calibrated noise one round can decide SAME
-        (a DROP's second round then goes first: priority)."""
+        """Rounds comparison i needs before any decision: DROP_MIN_ROUNDS where its noise is
+        the run's own (no prior, or a borrowed one), else 1 (SAME can come from one round)."""
         p = self.prior(self.comps[i][0])
         return 1 if p is not None and not p.borrowed else decision.DROP_MIN_ROUNDS
 
@@ -183,15 +181,16 @@ class ABRun:
         # in a flood of candidates, noisy series are the likeliest to sit past the screen
         p = self.prior(r)
         scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0) or 1.0
+        if rounds:                 # carried with its evidence: the kept rounds' estimate
+            try:
+                e = self.effect(i).estimate
+            except ValueError:
+                e = -math.inf
+            return (1, e / scale) if e <= -r.min_effect else (2, e)
         if change <= -r.min_effect:
             return (1, change / scale)
         if r.carried:
             return (2, -len(r.carried))
-        if rounds:                 # kept rounds only (carried with its evidence)
-            try:
-                return (2, self.effect(i).estimate)
-            except ValueError:
-                return (2, -math.inf)
         return (3, change / scale)
 
     def choose(self, left: float, first: bool = False) -> list[int]:
@@ -372,10 +371,16 @@ class ABRun:
             self.overtime.update(new)
 
     def on_course(self, i: int) -> bool:
+        """Worth overtime: can reach a DROP by the cap; or, with fewer rounds than a decision
+        needs here or an interval still unbounded (the run's own noise), an estimate past -m."""
         try:
-            return self.reachable(i, self.effect(i))
+            e = self.effect(i)
         except ValueError:       # no complete round, or a failed value
             return False
+        if len(self.paired(i)[0]) < self.needs(i) or not (math.isfinite(e.lo)
+                                                           and math.isfinite(e.hi)):
+            return e.estimate < -self.comps[i][0].min_effect / 2
+        return self.reachable(i, e)
 
 
 def carried(values: dict | None) -> tuple[list, list, list]:
