@@ -1,6 +1,7 @@
 """Every kernel compiles with nvcc for sm_90 with the loader's own flags; ptxas is clean."""
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,19 @@ def test_the_edge_entry_keeps_the_main_entrys_blocks_per_sm(nvcc, spec, tmp_path
     main = _blocks_by_registers(funcs[spec.main]["regs"], spec.threads)
     edge = _blocks_by_registers(funcs[spec.edge]["regs"], spec.threads)
     assert edge >= main, f"{spec.edge}: {edge} blocks per SM by registers, {spec.main}: {main}"
+
+
+@pytest.mark.parametrize("entry", ["sgemm_stage_pad_k_b32", "sgemm_stage_pad_k_b16",
+                                   "sgemm_split_k_reduce"])
+def test_support_kernels_compile_without_spills(nvcc, entry, tmp_path):
+    """gemm/cuda/support.cu: the padded-K copies (13, 14) and split-K's sum (10); named with
+    the entry prefix, so ci/memcheck.sh instruments them with the GEMM kernels."""
+    src = Path(registry.__file__).resolve().parent.parent / "cuda" / "support.cu"
+    out = subprocess.run([nvcc, "--cubin", "-arch", "sm_90", "-O3", "-Xptxas", "-v", "-o",
+                          str(tmp_path / "s.cubin"), str(src)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    m = re.search(rf"Function properties for {entry}\n\s*(\d+) bytes stack frame, "
+                  rf"(\d+) bytes spill stores, (\d+) bytes spill loads", out.stderr)
+    assert m, f"ptxas did not report {entry}:\n{out.stderr}"
+    assert m.groups() == ("0", "0", "0"), m.group(0)
+    assert entry.startswith(registry.ENTRY_PREFIX)

@@ -1,5 +1,4 @@
 """Launch geometry: every element of C belongs to exactly one block, for any shape."""
-import itertools
 from dataclasses import replace
 
 import numpy as np
