@@ -206,7 +206,7 @@ def test_explain_attach_says_the_ab_machine_in_its_summary(tmp_path, monkeypatch
                                                           new_mhz, words):
     import gemm.explain
     from gemm.cli.main import main
-    from gemm.track import verdicts
+    from gemm.store import verdicts
     monkeypatch.setattr(gemm.explain, "explain", lambda *a, **k: stand_in_explanation())
     rows = [drop_row(effects=[effect(OLD, arm(1980.0), arm(new_mhz))]),
             drop_row(metric="pct_of_cublas")]

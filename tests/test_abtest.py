@@ -188,7 +188,7 @@ def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stu
 
 
 def test_kept_verdicts_of_other_series_survive_a_narrowed_run(tmp_path):
-    from gemm.track import verdicts
+    from gemm.store import verdicts
     row = {"kernel": "02", "size": "4096", "metric": "tflops", "verdict": "noise", "new": 5.9}
     verdicts.save(tmp_path, "h200", "c" * 40, [row])
     verdicts.save(tmp_path, "h200", "c" * 40, [{**row, "kernel": "05", "verdict": "DROP"}])

@@ -54,7 +54,8 @@ def test_family_size_counts_comparisons_looks_and_the_restart():
 def test_the_ab_and_the_calibration_trials_count_the_same_family(monkeypatch):
     """Mutations 1 and 2 (as the gate and `gemm calibrate` use them): ABRun.family and the
     family calibrate.trial decides with are the exact Bonferroni family."""
-    from gemm.track import calibrate, calibration, confirm
+    from gemm.calibrate import runner as calibrate
+    from gemm.track import calibration, confirm
     row = Row("09_cp_async_pipeline", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005, "drop?")
     comps = [(row, "a" * 40), (row, "c" * 40), (row, "e" * 40)]
     assert confirm.ABRun(comps, GateConfig(), "b" * 40, {}, print, None).family == 48

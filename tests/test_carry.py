@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemm.track import abreport, abrun, abtest, carry, confirm, verdicts
+from gemm.store import verdicts
+from gemm.track import abreport, abrun, abtest, carry, confirm
 from gemm.track.gate import GateConfig, Row, Verdict, failed
 from tests.test_plan import _cal, _fake
 

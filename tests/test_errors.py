@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gemm import cli
-from gemm.track.history import HistoryError, load_runs
+from gemm.store.history import HistoryError, load_runs
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import commits
 

@@ -299,7 +299,7 @@ def test_ci_explains_confirmed_drops_only_and_never_fails(tools, tmp_path):
     judged = "e" * 40
     (tmp_path / "regress.json").write_text(json.dumps({"rows": rows, "machine": "h200",
                                                        "commit": judged}))
-    from gemm.track import verdicts
+    from gemm.store import verdicts
     kept = verdicts.save(tmp_path / "verdicts", "h200", judged, [dict(r) for r in rows[:2]],
                          summary={"counts": {"DROP": 2}, "exit": 1, "anchor": None,
                                   "rows": [dict(r) for r in rows]})

@@ -1,5 +1,5 @@
 """A confirmed DROP's explanation (gemm explain), attached to its rows and shown: the kept
-verdict file and the gate report (gemm.track.verdicts.attach_*: only the DROP rows of that
+verdict file and the gate report (gemm.store.verdicts.attach_*: only the DROP rows of that
 kernel and size, atomic, nothing else touched), its compact part (gemm.explain.report.
 attachment), `gemm explain --attach` (without builds: a stand-in explanation), `gemm show` and
 `gemm summary`. The site's pages: tests/test_dashboard.py. ci/explain.sh: tests/test_explain.py."""
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from gemm.explain.report import attachment
-from gemm.track import verdicts
+from gemm.store import verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW, OTHER = "a" * 40, "b" * 40, "c" * 40

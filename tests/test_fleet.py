@@ -234,7 +234,7 @@ def test_the_gate_never_fails_a_machine_for_a_kernel_it_cannot_run(tmp_path):
     or that this machine always skips (NaN: an arch it cannot run), is no row of its gate;
     one it did record before and lacks now still is MISSING."""
     from gemm.track import gate
-    from gemm.track.history import load_runs
+    from gemm.store.history import load_runs
     from tests.asvfake import write_benchmarks, write_run
     res = tmp_path / "results"
     ks, sizes = ["05_2d_blocktiling", SM90A[0]], ["1024"]

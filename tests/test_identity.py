@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from gemm.record import machine, migrate, recorder
-from gemm.track.history import load_runs
+from gemm.store.history import load_runs
 from tests.asvfake import write_benchmarks, write_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,8 +5,10 @@ layers without a GPU work where the CUDA libraries cannot even be imported.
   machine  -> core, machine                      (NVML from outside any CUDA context)
   cuda     -> core, cuda
   measure  -> core, cuda, measure
-  track    -> core, machine, track                (the A/B measures through `gemm measure`)
-  record   -> core, track, record, measure        (asv's setup_cache runs a sweep)
+  store    -> core, store                         (the recorded history and the kept verdicts)
+  track    -> core, machine, store, track         (the A/B measures through `gemm measure`)
+  calibrate -> core, machine, store, track, calibrate (the runner's noise, on the gate's engine)
+  record   -> core, store, track, record, measure (asv's setup_cache runs a sweep)
   explain  -> core, machine, explain              (nvcc, cuobjdump and git as tools, no GPU)
   cli, api, testing -> anything
 """
@@ -23,8 +25,10 @@ ALLOWED = {
     "machine": {"core", "machine"},
     "cuda": {"core", "cuda"},
     "measure": {"core", "cuda", "measure"},
-    "track": {"core", "machine", "track"},
-    "record": {"core", "track", "record", "measure"},
+    "store": {"core", "store"},
+    "track": {"core", "machine", "store", "track"},
+    "calibrate": {"core", "machine", "store", "track", "calibrate"},
+    "record": {"core", "store", "track", "record", "measure"},
     "explain": {"core", "machine", "explain"},
 }
 GPU_LIBS = ("pycuda", "nvmath", "cuda", "pynvml")
@@ -93,7 +97,7 @@ def test_no_gpu_layers_and_the_cli_work_without_gpu_libraries():
     code = BLOCK + """
 import gemm, gemm.api, gemm.testing
 import gemm.core.registry, gemm.core.geometry, gemm.core.metrics, gemm.core.tolerance
-import gemm.track.gate, gemm.track.confirm, gemm.track.abtest, gemm.track.history
+import gemm.track.gate, gemm.track.confirm, gemm.track.abtest, gemm.store.history
 import gemm.record.suite, gemm.record.recorder, gemm.record.plot, gemm.record.publish
 import gemm.cuda.device, gemm.measure.sweep, gemm.measure.worker, gemm.machine.nvml
 from gemm.cli import main

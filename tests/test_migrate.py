@@ -7,7 +7,7 @@ from pathlib import Path
 from gemm.core import metrics
 from gemm.core.policy import SUITE
 from gemm.record import migrate
-from gemm.track.history import load_runs
+from gemm.store.history import load_runs
 from tests.asvfake import write_benchmarks, write_legacy_run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,7 @@ import pytest
 
 from gemm import cli
 from gemm.cli import readme
-from gemm.track.history import load_runs
+from gemm.store.history import load_runs
 
 from . import asvfake
 

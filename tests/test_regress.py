@@ -8,7 +8,7 @@ import pytest
 from gemm.cli import main as cli_main
 from gemm.core.problem import Problem
 from gemm.track import gate as rule
-from gemm.track.history import HistoryError, load_runs
+from gemm.store.history import HistoryError, load_runs
 from tests.asvfake import write_benchmarks, write_run
 
 K = ["05_2d", "04_1d"]
@@ -183,7 +183,7 @@ def test_without_a_gpu_a_flagged_drop_fails_unconfirmed(tmp_path, monkeypatch, c
 
 
 def test_judge_directly():
-    from gemm.track.history import Point
+    from gemm.store.history import Point
     cfg = rule.GateConfig()
     s = cfg.effect_for("4096") / 2
     hist = [Point(30.0)] * 5

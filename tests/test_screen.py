@@ -10,7 +10,7 @@ import pytest
 from gemm.track import calibration
 from gemm.track.anchor import resolve
 from gemm.track.gate import GateConfig, Verdict, evaluate
-from gemm.track.history import finite, load_runs
+from gemm.store.history import finite, load_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 LARGE = ("2048", "4096", "8192")

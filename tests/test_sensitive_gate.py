@@ -339,7 +339,7 @@ def test_a_calibration_trial_runs_a_drop_on_course_past_the_budget(monkeypatch):
     margin stops at the budget; overtime stops when its own time is spent. (At sd 0.3 % and
     5 rounds the series' minimum effect is 1.8 %, as the gate's: a 1.65 % share is past its
     margin but decided only at round 4.)"""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     now = [0.0]
 
@@ -457,7 +457,7 @@ def test_the_prior_is_the_calibrated_sd_a_tail_included(tmp_path):
     same degrees of freedom would overstate what the values tell: ci/probes/power_sim.py).
     The robust sd is what `gemm show` prints beside it."""
     from gemm.core.policy import SUITE
-    from gemm.track.calibrate import robust_sd, sigma_of, tail_of
+    from gemm.calibrate.runner import robust_sd, sigma_of, tail_of
     bulk = [40.0 * (1 + 0.001 * x) for x in (-1.0, -0.5, 0.0, 0.5, 1.0, -0.7, 0.3, 0.8, -0.2, 0.1)]
     tail = bulk + [40.0 * 0.994, 40.0 * 0.9935]               # two processes ~0.6 % slow
     sd, dof = sigma_of(tail)
@@ -639,11 +639,11 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
     doc = calibration.load(out_dir, "h200")[0].doc
     assert doc["trials"] == 2 and doc["gate"]["max_rounds"] == GateConfig().max_rounds
     # a run cut short before its first trial ends leaves the file's table as it was
-    import gemm.track.calibrate
+    import gemm.calibrate.runner
 
     def cut(*a, **k):
         raise KeyboardInterrupt
-    monkeypatch.setattr(gemm.track.calibrate, "trial", cut)
+    monkeypatch.setattr(gemm.calibrate.runner, "trial", cut)
     assert cli_main(args) != 0                  # the CLI reports the interruption
     assert calibration.load(out_dir, "h200")[0].doc["trials"] == 2
     monkeypatch.undo()
@@ -655,7 +655,7 @@ def test_calibrate_measures_noise_and_detects_injected_delays(repo, monkeypatch,
 
 def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):
     from gemm.record import verdict_page
-    from gemm.track import verdicts
+    from gemm.store import verdicts
     rows = [{"kernel": "09", "size": "4096", "metric": "tflops", "verdict": "DROP",
              "change": -0.012, "effects": [{"against": "c" * 40, "change": -0.011, "lo": -0.014, "hi": -0.008}]},
             {"kernel": "02", "size": "8192", "metric": "tflops", "verdict": "noise",
@@ -727,7 +727,7 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
     """As the gate's A/B (one per share, R S S R): a share decided after round 2 (no DROP
     from one round: decision.DROP_MIN_ROUNDS) is not measured again, nor is the reference
     for it."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     calls = []
 
@@ -776,7 +776,7 @@ def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=
 
 
 def calibrate_summary(det, shares):
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     return calibrate.summarize(det, shares)
 
 
@@ -823,7 +823,7 @@ def test_a_calibration_trial_drops_each_series_once_decided(monkeypatch):
     """A quiet series decides in round 2 (the first that may end in a DROP:
     decision.DROP_MIN_ROUNDS) and is measured no more; a noisy one goes on alone, the
     reference arm measuring it and nothing else."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     calls = []
 
@@ -854,7 +854,7 @@ def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
     """A share's A/B plans its rounds to fit the gate's budget, as the gate does (a round's
     cost learned from its processes); its open series stay AMBIGUOUS, stopped by the budget,
     not the cap."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     now = [0.0]
 
@@ -881,7 +881,7 @@ def test_a_calibration_trial_keeps_to_the_gates_time_budget(monkeypatch):
 def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
     """A few processes far from the rest inflate the sd the gate pools; the robust sd and the
     tail count say so (gemm calibrate prints it, gemm show prints it from the file)."""
-    from gemm.track.calibrate import sigma_of, tail_of
+    from gemm.calibrate.runner import sigma_of, tail_of
     even = [100.0 * (1 + 0.001 * x) for x in (-2, -1, -1, 0, 0, 0, 0, 1, 1, 2) * 3]
     tailed = even[:27] + [99.3, 99.3, 99.2]            # three processes 0.7-0.8 % slow
     sd_even, sd_tailed = sigma_of(even)[0], sigma_of(tailed)[0]
@@ -942,7 +942,7 @@ def test_an_interrupted_calibration_keeps_its_processes_but_not_over_better_nois
     """`timeout -s INT` or Ctrl-C during the A/A: the processes measured so far are written
     (a policy study's scratch calibration keeps what it got), but a series the file already
     knows from more processes keeps that noise, and no trial runs on unfinished noise."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     calls = []
 
@@ -973,7 +973,7 @@ def test_an_interrupted_calibration_keeps_its_processes_but_not_over_better_nois
 
 def _aa_file(d, values: dict, pci: str, gpu: str | None = None, date: str | None = None):
     """A calibration file of one GPU's A/A values {(kernel, size): [TFLOPS per process]}."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     got = {(k, s, "tflops"): v for (k, s), v in values.items()}
     doc = {"gpu_name": "NVIDIA H200", "processes": max(len(v) for v in values.values()),
            "device": {"name": "NVIDIA H200", "pci_bus_id": pci}, "gpu": gpu,
@@ -989,7 +989,7 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     has keep its noise; the detection table (made with the old noise) is emptied; the file
     says which GPUs it pooled, and the gate's prior is the pooled noise."""
     import math
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     quiet = [42.0 * (1 + 0.0005 * e) for e in (-2, -1, 0, 1, 2)]
     loud = [42.84 * (1 + 0.002 * e) for e in (-2, -1, 0, 1, 2, 0, 0, 0, 0)]   # 2 % faster
     base = _aa_file(tmp_path / "a", {("07", "8192"): quiet, ("09", "4096"): quiet},
@@ -1055,7 +1055,7 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
 
 
 def test_a_pooled_calibration_is_as_old_as_its_oldest_part(tmp_path):
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     vals = {("07", "8192"): [42.0, 42.1, 41.9]}
     base = _aa_file(tmp_path / "a", vals, "0000:00:06.0", "G-a")
     month_ago = time.time() - 30 * 86400
@@ -1076,7 +1076,7 @@ def test_a_lane_copy_pools_only_what_it_measured_and_new_aa_joins_a_pooled_file(
     pooled file (gemm calibrate --processes N) joins each series as this GPU's part, in place
     of an earlier part of the same GPU, instead of un-pooling it."""
     import shutil
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     quiet = [42.0 * (1 + 0.0005 * e) for e in (-2, -1, 0, 1, 2)]
     src_a = {"gpu": "G-a", "pci_bus_id": "0000:00:06.0", "date": "2026-11-30T10:00:00Z",
@@ -1112,7 +1112,8 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
     """Whether a slow A/A process was slow on all its operand placements or on a few (07 at
     2048's tail) can be read from the file: the A/A rows and the trials' TFLOPS rows keep the
     kernel's median per placement, per process, as `gemm measure` reported them."""
-    from gemm.track import abtest, calibrate
+    from gemm.calibrate import runner as calibrate
+    from gemm.track import abtest
     from gemm.track.gate import GateConfig
     doc = {"records": [
         {"kernel": "07", "size": "2048", "role": "kernel",
@@ -1150,7 +1151,7 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
 def test_a_trial_names_the_gpu_it_ran_on(tmp_path, monkeypatch):
     """Each detection row keeps the GPU of its trial (the design counts trials and false-alarm
     runs per GPU; joined lanes come from different GPUs)."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
 
     def measure(root, series, env=None, **kw):
@@ -1205,7 +1206,7 @@ def test_the_robust_rule_reads_its_prior_from_the_files_aa_values(tmp_path):
 def test_trials_under_the_robust_rule_do_not_join_trials_of_the_mean_rule(tmp_path, monkeypatch):
     """The file's gate settings name the robust rule only when it is on, so a table made under
     the mean rule refuses robust trials (--add-trials) and keeps its own settings as they were."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
         (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
@@ -1225,7 +1226,7 @@ def test_trials_under_the_robust_rule_do_not_join_trials_of_the_mean_rule(tmp_pa
 def test_trials_with_overtime_do_not_join_trials_made_without_it(tmp_path, monkeypatch):
     """Overtime changes the procedure where the budget binds, so the file's gate settings name
     it: a table made without it (the robust rule alone) refuses trials made with it."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
         (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
@@ -1256,7 +1257,7 @@ def test_trials_of_the_gates_engine_do_not_join_trials_made_before_it(tmp_path, 
     """Trials run as one gate A/B per share (gemm.track.abrun) say so in the file's gate
     settings: a table of the earlier procedure (its own round loop, shares interleaved)
     refuses them (--add-trials); a new table names it."""
-    from gemm.track import calibrate
+    from gemm.calibrate import runner as calibrate
     from gemm.track.gate import GateConfig
     monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
         (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss

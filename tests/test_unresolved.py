@@ -21,7 +21,8 @@ from pathlib import Path
 
 from gemm.cli import main as cli_main
 from gemm.cli import summary, unresolved
-from gemm.track import abreport, abrun, confirm, verdicts
+from gemm.store import verdicts
+from gemm.track import abreport, abrun, confirm
 from gemm.track.abrun import Stop
 from gemm.track.gate import GateConfig, Row, Verdict
 from tests.test_plan import _cal, _fake, _rows

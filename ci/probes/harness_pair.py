@@ -63,7 +63,8 @@ def report(doc: dict) -> str:
 
 
 def to_calibration(raw: str, side: str, out_dir: str, gpu: str, pci: str, date: str):
-    from gemm.track import calibrate, calibration
+    from gemm.calibrate import runner as calibrate
+    from gemm.track import calibration
     doc = json.loads(Path(raw).read_text())
     got: dict = {}
     for run in doc["runs"][side]:

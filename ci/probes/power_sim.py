@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 from gemm.track import decision
 from gemm.track.abrun import ABRun
-from gemm.track.calibrate import robust_sd
+from gemm.calibrate.runner import robust_sd
 from gemm.track.gate import GateConfig, Row, Verdict
 
 MAD_EFFICIENCY = 0.37

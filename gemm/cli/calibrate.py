@@ -55,7 +55,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from ..core.shapes import problems
-    from ..track import calibrate
+    from ..calibrate import runner as calibrate
     from ..track.confirm import gpu_present
     from ..track.gate import GateConfig
     if args.join and args.pool:
@@ -109,7 +109,7 @@ def run(args) -> int:
 
 def _print_noise(doc: dict) -> None:
     """The A/A noise table of a calibration document (gemm calibrate, gemm show)."""
-    from ..track.calibrate import tail_of
+    from ..calibrate.runner import tail_of
     from ..track.decision import family_size, rounds_needed
     from ..track.gate import GateConfig as G
     from .tables import table
@@ -167,8 +167,8 @@ def _source_label(src: dict) -> str:
 
 def _calibrate_pool(args) -> int:
     """`gemm calibrate --pool FILE...`: other GPUs' A/A noise pooled into this machine's file
-    (gemm.track.calibrate.pool); nothing is measured, no GPU is needed."""
-    from ..track import calibrate
+    (gemm.calibrate.runner.pool); nothing is measured, no GPU is needed."""
+    from ..calibrate import runner as calibrate
     machine = _machine_of(args, args.pool, "--pool")
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     try:
@@ -182,8 +182,8 @@ def _calibrate_pool(args) -> int:
 
 def _calibrate_join(args) -> int:
     """`gemm calibrate --join FILE...`: other files' detection trials join this machine's
-    file (gemm.track.calibrate.join); nothing is measured, no GPU is needed."""
-    from ..track import calibrate
+    file (gemm.calibrate.runner.join); nothing is measured, no GPU is needed."""
+    from ..calibrate import runner as calibrate
     machine = _machine_of(args, args.join, "--join")
     try:
         path, doc = calibrate.join(args.out, machine, args.join)

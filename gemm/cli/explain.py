@@ -5,7 +5,7 @@ answers (and --static is not given), each side timed with its own tree's code, t
 sampled, and one launch profiled with ncu (counters); one summary line.
 --json writes schema gemm.explain/1 (docs/explain.md). --attach / --attach-report put its
 compact part on the confirmed DROP rows of the kernel and size in the commit's kept verdict
-file and in a gate report (gemm.track.verdicts), where gemm show, gemm summary and the site
+file and in a gate report (gemm.store.verdicts), where gemm show, gemm summary and the site
 print it; where the DROP row of that report or file keeps the machine over the A/B against
 the old side (each arm's NVML figures), the explanation includes it (gemm.explain.abmachine)."""
 from __future__ import annotations
@@ -105,7 +105,7 @@ def ab_machine(args, ex):
     the rows the explanation goes to: the gate report's, else the kept verdict file's; None
     where neither keeps it."""
     from ..explain.abmachine import from_rows
-    from ..track import verdicts
+    from ..store import verdicts
     paths = [args.attach_report] if args.attach_report else []
     if args.attach and (args.commit or ex.new.commit):
         paths.append(verdicts.path_for(args.attach, args.machine, args.commit or ex.new.commit))
@@ -124,7 +124,7 @@ def attach(args, ex) -> None:
     """Put the explanation on the DROP rows it explains; where it finds none, a line on
     stderr (the explanation itself stands: the exit status stays 0)."""
     from ..explain.report import attachment
-    from ..track import verdicts
+    from ..store import verdicts
     doc, kernel, size = attachment(ex.to_json()), ex.new.kernel, args.size
 
     def said(where, n: int) -> None:

@@ -38,7 +38,7 @@ def check_recorded(config: str) -> None:
     """UsageError naming the first file asv would skip or trip on: the config, results/
     benchmarks.json, a machine.json, a result file that is not JSON or not asv's version-2
     layout."""
-    from ..track.history import HistoryError, read_run
+    from ..store.history import HistoryError, read_run
     conf = _json(Path(config), "asv's config")
     if not isinstance(conf, dict):
         raise UsageError(f"{config} is not an asv config (a JSON object)")

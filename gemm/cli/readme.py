@@ -1,6 +1,6 @@
 """`gemm readme`: the README's results table, written from the recorded history.
 
-The table is the newest recorded run of one machine (gemm.track.history.load_runs; newest by
+The table is the newest recorded run of one machine (gemm.store.history.load_runs; newest by
 the order it returns), kernels down, square sizes across (and the odd shape 3001x2999x3003),
 each cell "TFLOPS (NN %)" with % of the kernel's same-precision cuBLAS (measured interleaved);
 "—" where the run has no value (a failed kernel, or a shape it refuses). cuBLAS's own rows
@@ -135,7 +135,7 @@ def _shown(file: str, results: str) -> str | None:
 
 
 def run(args) -> int:
-    from ..track.history import HistoryError, load_runs, resolve_machine
+    from ..store.history import HistoryError, load_runs, resolve_machine
     try:
         machine = resolve_machine(args.results, args.machine or _shown(args.file, args.results))
         runs, _ = load_runs(args.results, machine)

@@ -71,7 +71,7 @@ def run(args) -> int:
 
 
 def _asv_run(path, doc):
-    from ..track.history import HistoryError, read_run
+    from ..store.history import HistoryError, read_run
     if doc.get("version") != 2:
         raise UsageError(f"{path} is an asv result file of version {doc.get('version')!r}; "
                          f"gemm reads version 2 (asv 0.6)")
@@ -86,7 +86,7 @@ def asv_run_table(run, doc: dict) -> str:
     them (medians), then each cuBLAS configuration's TFLOPS."""
     import datetime
     from ..core.registry import label
-    from ..track.history import finite
+    from ..store.history import finite
     from .tables import table
 
     def cell(target, size, baseline=False):
@@ -144,7 +144,7 @@ def _as_report(doc: dict) -> dict:
 
 
 def _show_regress(doc: dict, title: str | None = None, full: bool = False) -> None:
-    from ..track.verdicts import why
+    from ..store.verdicts import why
     from . import unresolved
     counts = doc.get("counts") or {}
     print(f"{title or 'gate on ' + str(doc.get('machine'))}: commit "

@@ -234,7 +234,7 @@ def _name(r: dict) -> str:
 
 def _why_lines(rows: list[dict], chars: int | None) -> list[str]:
     """A line per DROP kernel and size whose row carries an explanation (gemm explain)."""
-    from ..track.verdicts import explanations, why
+    from ..store.verdicts import explanations, why
     out = []
     for (k, s), e in explanations(rows).items():
         line = why(e)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..core import stats
 from ..core.registry import label
-from ..track.history import HistoryError, resolve_machine
+from ..store.history import HistoryError, resolve_machine
 from .sitedata import load_machine, min_effect_floor, robust_limits, size_order
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",

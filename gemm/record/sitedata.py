@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import stats
-from ..track import verdicts as kept
-from ..track.history import finite, load_runs
+from ..store import verdicts as kept
+from ..store.history import finite, load_runs
 
 GATED = ("tflops", "pct_of_cublas")
 # verdict -> (css class, words); the class colours a dashboard cell and a plot marker

@@ -2,7 +2,7 @@
 
 asv's own Regressions page knows only the recorded values, and a drop there may be the GPU a
 run happened to get; the site leaves it out (gemm.record.publish). This page shows what
-`gemm regress` decided per commit, from the kept verdict files (gemm.track.verdicts): whether
+`gemm regress` decided per commit, from the kept verdict files (gemm.store.verdicts): whether
 the commit passed, how many series got each verdict, the anchor it was also compared with,
 and, folded, every series that was not ok (confirmed drops and failures unfolded, a DROP with
 why it dropped where gemm explain's explanation is attached), each linked to its page on the
@@ -14,7 +14,7 @@ import html
 from pathlib import Path
 
 from ..core import metrics
-from ..track import verdicts
+from ..store import verdicts
 from . import series_page
 from .sitedata import CLASSES
 from .webpage import esc, nav, page

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 
 from ..core import git
-from .history import finite
+from ..store.history import finite
 
 ANCHOR_TAGS = "perf-anchor*"
 ANCHOR_FILE = "anchor.toml"

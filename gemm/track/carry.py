@@ -6,7 +6,7 @@ docs/gate.md section 4.
 from __future__ import annotations
 
 from ..core.problem import Problem, SizeClass
-from . import verdicts
+from ..store import verdicts
 from .abrun import carried
 from .abtest import same_code
 from .gate import Row, Verdict

@@ -24,7 +24,7 @@ def gpu_present() -> tuple[bool, str]:
 def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=None,
            log=print, probe=None, calibration=None) -> list[Row]:
     """Decide every "drop?" row in place; returns the rows measured on a GPU here. `kept`:
-    gemm.track.verdicts.load's rows, used without a GPU."""
+    gemm.store.verdicts.load's rows, used without a GPU."""
     cands = [r for r in rows if r.verdict == Verdict.CANDIDATE]
     for r in cands:
         r.identical = [c for c in candidates_against(r)

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from ..core import metrics, stats
 from ..core.problem import Problem, SizeClass
-from .history import HistoryError, finite
+from ..store.history import HistoryError, finite
 
 
 class Verdict(StrEnum):

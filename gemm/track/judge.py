@@ -10,11 +10,12 @@ from pathlib import Path
 from ..core import registry
 from ..core.metrics import Series
 from ..core.problem import Problem, SizeClass
-from . import abtest, calibration, carry, confirm, verdicts
+from ..store import verdicts
+from . import abtest, calibration, carry, confirm
 from . import anchor as anchors
 from .gate import (GateConfig, Narrowing, Row, Verdict, evaluate, failed, measured_nothing,
                    select)
-from .history import HistoryError, finite, load_runs, resolve_machine
+from ..store.history import HistoryError, finite, load_runs, resolve_machine
 
 SCHEMA = "gemm.regress/1"
 

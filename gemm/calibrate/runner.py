@@ -21,9 +21,9 @@ from pathlib import Path
 
 from ..core import stats
 from ..core.faults import ENV
-from . import abtest, calibration, decision, plan
-from .abrun import ABRun, Stop
-from .gate import GateConfig, Row, Verdict
+from ..track import abtest, calibration, decision, plan
+from ..track.abrun import ABRun, Stop
+from ..track.gate import GateConfig, Row, Verdict
 
 METRICS = ("tflops", "pct_of_cublas")
 
@@ -288,5 +288,5 @@ def _other_noise(cal, rows: list[dict]) -> str:
     return ""
 
 
-# pooling and joining files (no measuring) live in gemm.track.pooling
+# pooling and joining files (no measuring) live in gemm.calibrate.pooling
 from .pooling import join, merged_noise, pool, pool_summary  # noqa: E402,F401

@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from . import calibration
-from .calibrate import Refused, _measured, _other_noise, next_trial, table_of
+from ..track import calibration
+from .runner import Refused, _measured, _other_noise, next_trial, table_of
 
 
 def merged_noise(old, rows: list[dict]) -> list[dict]:
