@@ -38,39 +38,35 @@ class Calibration:
     _robust: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        """The series' own noise; else borrowed: the worst (largest sigma, fewest dof) of its
-        precision's kernels at this size or the calibrated sizes bracketing it; else, or where
-        other kernels were calibrated nearer, the worst of every kernel there."""
+        """The series' own noise, else the worst near it of its precision's kernels, or of every
+        kernel where those were calibrated farther off (borrowed)."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own
         mine = precision_of(kernel)
         alike = {key: n for key, n in self.noise.items()
                  if mine is not None and precision_of(key[0]) == mine}
-        every = _worst_near(self.noise, size, metric)
-        if _near(alike, size, metric) == _near(self.noise, size, metric):
-            got = _worst_near(alike, size, metric) or every
-        else:   # its precision calibrated only sizes farther from this one than others did:
-            got = _worse(_worst_near(alike, size, metric), every)   # the worse of the two
+        got = _worst_near(alike, size, metric)
+        if _near(alike, size, metric) != _near(self.noise, size, metric):
+            got = _worse(got, _worst_near(self.noise, size, metric))
         return None if got is None else replace(got, borrowed=True)
 
     def _aa_values(self, key) -> list[list[float]]:
         """The series' A/A values, one list per GPU (a pooled row's parts)."""
         row = next((r for r in self.doc.get("noise", [])
                     if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
-        parts = [p.get("values") or [] for p in (row or {}).get("parts") or []] or (
-            [row.get("values") or []] if row else [])
+        if row is None:
+            return []
+        parts = [p.get("values") or [] for p in row.get("parts") or []] or [row.get("values") or []]
         return [[v for v in vs if v] for vs in parts]
 
     def robust_prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        """The series' own trimmed-mean prior (decision.trimmed_noise) where it is heavy-tailed:
-        its calibrated sd over decision.TAIL_RATIO times the sd of one value's share of a
-        trimmed mean of its A/A values; else None (the mean rule). Never borrowed."""
+        """The series' own trimmed-mean prior where it is heavy-tailed (TAIL_RATIO), else None."""
         key = (kernel, size, metric)
         if key not in self._robust:
             got = trimmed_noise(self._aa_values(key)) if key in self.noise else None
-            self._robust[key] = got[0] if got and self.noise[key].sigma > TAIL_RATIO * got[1] \
-                else None
+            heavy = got is not None and self.noise[key].sigma > TAIL_RATIO * got[1]
+            self._robust[key] = got[0] if heavy else None
         return self._robust[key]
 
     def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
@@ -107,13 +103,11 @@ def _worse(*ns: Noise | None) -> Noise | None:
 
 def bracketing_sizes(size: str, sizes) -> list[str]:
     """Of `sizes` in `size`'s class, the nearest not above and not below it in M*N*K."""
-    def vol(s: str) -> int:
-        return Problem.parse(s).flops
-    v = vol(size)
-    same = [s for s in sizes if Problem.parse(s).size_class == Problem.parse(size).size_class]
-    below = [max((s for s in same if vol(s) <= v), key=vol, default=None)]
-    above = [min((s for s in same if vol(s) >= v), key=vol, default=None)]
-    return [s for s in dict.fromkeys(below + above) if s is not None]
+    p = Problem.parse(size)
+    vols = {s: Problem.parse(s).flops for s in sizes if Problem.parse(s).size_class == p.size_class}
+    below = max((s for s in vols if vols[s] <= p.flops), key=vols.get, default=None)
+    above = min((s for s in vols if vols[s] >= p.flops), key=vols.get, default=None)
+    return [s for s in dict.fromkeys((below, above)) if s is not None]
 
 
 def load(root, machine: str, gpu_name: str | None = None, policy=CONFIRM,
