@@ -181,14 +181,55 @@ def test_the_robust_rule_flags_no_change_in_no_trial():
 
 def test_a_prior_the_rounds_reject_is_not_pooled():
     """Rounds whose own spread the calibrated noise cannot explain (a GPU that stepped between
-    them) are judged on their own spread: the prior's dof does not join."""
+    them) are judged on each arm's own spread (Welch): the prior's dof does not join the arm
+    that rejects it, and a step of 3 % in one round of two stays undecided."""
     prior = d.Noise(0.001, 40)
     steady = d.effect_rounds([[30.0, 30.0], [30.0, 30.0]], [[29.7, 29.7], [29.71, 29.71]],
                              0.01, family=10, prior=prior)
-    assert steady.dof == 41 and steady.verdict == d.DROP
+    assert steady.dof == 41 and steady.verdict == d.DROP and steady.rule == "mean"
     stepped = d.effect_rounds([[30.0, 30.0], [30.0, 30.0]], [[29.1, 29.1], [30.0, 30.0]],
                               0.01, family=10, prior=prior)
-    assert stepped.dof == 1 and stepped.verdict == d.AMBIGUOUS
+    assert stepped.rule == "welch" and stepped.dof <= 3 and stepped.verdict == d.AMBIGUOUS
+
+
+# 07 at 4096 (% of cuBLAS) slowed 17 % in its code, trial 3 on the H200 (docs/evidence.md):
+# the slowed code ran 0.2 % per process apart, the calibrated noise is 0.08 %
+SLOWED_07 = ([[82.4883559703373, 82.46095738975342], [82.4533462203345, 82.48925599729017]],
+             [[68.55461400810628, 68.66224569609588], [68.32920843535831, 68.45523835931515]])
+
+
+def test_a_large_drop_whose_rounds_reject_the_prior_is_a_drop():
+    """A drop far past the margin stays a DROP where the new code is noisier than the prior
+    (07's calibrated 0.02 %, 68 dof) says: the rounds' spread (2 rounds: 1 dof) alone left it
+    unbounded, UNRESOLVED, in every trial."""
+    e = d.effect_rounds(*SLOWED_07, 0.01, family=d.family_size(12, 1, 8),
+                        prior=d.Noise(0.00023, 68))
+    assert e.rule == "welch" and e.verdict == d.DROP
+    assert -0.30 < e.lo and e.hi < -0.10 and 2 <= e.dof <= 6   # log change: -26 % to -10 %
+
+
+def test_the_welch_fallback_holds_its_level_and_the_gate_flags_no_change():
+    """No change, the new code noisier than the prior: where the rule falls back to Welch,
+    one-sided false drops stay near alpha / 2 (alpha 0.1, no margin); at the gate's own level
+    and margin (alpha 1e-3 over 40, minimum effect 1 %), none at all."""
+    rng = random.Random(7)
+    prior = d.Noise(0.001, 40)
+    for n_rounds in (2, 3, 4):
+        welch = drops = gate_drops = 0
+        for _ in range(1000):
+            ref = [[30.0 * math.exp(rng.gauss(0, 0.001)) for _ in range(2)]
+                   for _ in range(n_rounds)]
+            new = [[30.0 * math.exp(rng.gauss(0, 0.005)) for _ in range(2)]
+                   for _ in range(n_rounds)]
+            e = d.effect_rounds(ref, new, 0.0002, alpha=0.1, family=1, prior=prior)
+            if e.rule == "welch":
+                welch += 1
+                drops += e.verdict == d.DROP
+            gate_drops += d.effect_rounds(ref, new, 0.01, family=40,
+                                          prior=prior).verdict == d.DROP
+        assert welch > 300, (n_rounds, welch)
+        assert drops / welch < 0.05 + 0.02, (n_rounds, drops, welch)
+        assert gate_drops == 0, (n_rounds, gate_drops)
 
 
 def test_the_aa_guard_fails_when_its_rounds_disagree_with_the_prior():

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 import gemm.explain as ge
-from gemm.explain import build, ncu, report, runs
+from gemm.explain import ncu, report, runs
 from gemm.machine import nvml
 from gemm.explain.gpureport import Counters, GpuReport, SideRun, gpu_parts, machine_part
 from gemm.explain.render import render, render_gpu

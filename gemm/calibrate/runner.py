@@ -22,7 +22,7 @@ from pathlib import Path
 from ..core import stats
 from ..core.faults import ENV
 from ..track import abtest, calibration, decision, plan
-from ..track.abrun import ABRun, Stop
+from ..track.abrun import ABRun
 from ..track.gate import GateConfig, Row, Verdict
 
 METRICS = ("tflops", "pct_of_cublas")

@@ -13,7 +13,6 @@ import contextlib
 import glob
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys

@@ -49,7 +49,7 @@ class Effect:
     n_ref: int
     n_new: int
     verdict: Outcome
-    rule: str = "mean"  # or "trimmed" (effect_trimmed)
+    rule: str = "mean"  # or "trimmed" (effect_trimmed), "welch" (a prior the rounds reject)
 
     @property
     def change(self) -> float:
@@ -180,8 +180,33 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     n_ref = sum(len(a) for a, _ in rounds)
     n_new = sum(len(b) for _, b in rounds)
     scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r if prior is not None else 1.0
+    if prior is not None and not prior_fits(_ss(es), r - 1, scale * prior.sigma ** 2):
+        return _welch(d, rounds, delta, alpha, family, prior)
     lo, hi, sd, dof = _interval(d, _ss(es), r - 1, prior, scale, 1 / math.sqrt(r), alpha, family)
     return Effect(d, lo, hi, sd, dof, n_ref, n_new, classify(lo, hi, delta / 2, r))
+
+
+def _welch(d: float, rounds, delta: float, alpha: float, family: int, prior: Noise) -> Effect:
+    """Where the rounds reject the calibrated noise (the new code may be noisier than the code
+    it was calibrated on): each arm's own variance over its process values, pooled with the
+    prior only where that arm's values fit it, Welch-Satterthwaite dof (docs/gate.md)."""
+    arms = []
+    for xs in ([x for a, _ in rounds for x in a], [x for _, b in rounds for x in b]):
+        ss, dof = _ss(xs), len(xs) - 1
+        if dof >= 1 and prior_fits(ss, dof, prior.sigma ** 2):
+            pdof = dof if prior.borrowed else prior.dof
+            ss, dof = ss + pdof * prior.sigma ** 2, dof + pdof
+        arms.append((ss / dof if dof else math.inf, dof, len(xs)))
+    parts = [var / n for var, _, n in arms]
+    se2 = sum(parts)
+    n_ref, n_new = arms[0][2], arms[1][2]
+    if not (math.isfinite(se2) and se2 > 0):
+        return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS, "welch")
+    dof = se2 ** 2 / sum(p ** 2 / a[1] for p, a in zip(parts, arms))
+    half = _t(alpha, family, dof) * math.sqrt(se2)
+    sd = math.sqrt(se2 / (1 / n_ref + 1 / n_new))
+    return Effect(d, d - half, d + half, sd, int(dof), n_ref, n_new,
+                  classify(d - half, d + half, delta / 2, len(rounds)), "welch")
 
 
 def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
