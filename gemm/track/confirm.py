@@ -1,21 +1,72 @@
-"""Deciding the gate's candidates ("drop?"): DROP, noise or UNRESOLVED, by an A/B of the new
-code against each commit it was flagged against (gemm.track.abrun), none where git shows the
-same measured code; without a GPU by a kept verdict, else an unconfirmed DROP (docs/gate.md).
-The GPU's SM clock, power and temperature are sampled (gemm.machine.nvml) while each arm's
-process runs, and each comparison's effect keeps both arms' figures.
+"""Which comparisons a candidate ("drop?") gets, and their outcome (docs/gate.md sections 3-5):
+a large series UNRESOLVED at the commits just before is a candidate again (carry, evidence);
+each candidate is decided DROP, noise or UNRESOLVED by an A/B (gemm.track.abrun) against each
+commit it was flagged against, none where git shows the same measured code; without a GPU by
+a kept verdict, else an unconfirmed DROP.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from ..machine import nvml
+from ..store import verdicts
 from . import abreport, abtest, plan
-from .abrun import ABRun, Stop, in_trees
-from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
+from .abrun import ABRun, Stop, carried, in_trees
+from .abtest import same_code
+from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, screened_large
+
+
+def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
+    """The commits just before the judged one (newest first) whose kept verdict for `key` is
+    UNRESOLVED, up to the first that is not."""
+    out = []
+    for run in reversed(earlier):
+        if run.commit in out:      # a commit recorded twice is one commit
+            continue
+        kept = verdicts.load(root, machine, run.commit).get(key)
+        if kept is None or kept.get("verdict") != Verdict.UNRESOLVED:
+            break
+        out.append(run.commit)
+    return out
+
+
+def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
+    """Make each large row UNRESOLVED just before (Row.carried) a candidate; returns them."""
+    out = []
+    for r in rows:
+        if not screened_large(r):
+            continue
+        r.carried = unresolved_before(root, machine, earlier, (r.kernel, r.size, r.metric))
+        if r.carried:
+            r.verdict = Verdict.CANDIDATE
+            r.add_note(f"UNRESOLVED at {len(r.carried)} commit(s) before "
+                       f"({', '.join(c[:10] for c in r.carried)}): measured first")
+            out.append(r)
+    return out
+
+
+def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
+    """Give each carried row the rounds kept against its anchor at the newest commit it was
+    carried from, where that measured the same code (Row.carried_rounds); returns how many."""
+    n = 0
+    for r in rows:
+        if not r.carried or not r.anchor:
+            continue
+        older = r.carried[0]
+        kept = verdicts.load(root, machine, older).get((r.kernel, r.size, r.metric)) or {}
+        # only rounds the A/A control let stand ("carry"; files from before it said so: none)
+        got = next((e.get("values") for e in kept.get("effects") or []
+                    if e.get("against") == r.anchor and e.get("values")
+                    and e.get("carry") is True), None)
+        if carried(got)[0] and same_code(repo, older, judged, r.kernel):
+            r.carried_rounds[r.anchor] = got
+            n += 1
+    return n
 
 
 def gpu_present() -> tuple[bool, str]:
-    """Can this machine measure? Asked of the package without importing CUDA here."""
-    import subprocess
-    import sys
+    """Can this machine measure? Asked of `gemm measure --probe`, without importing CUDA here."""
     out = subprocess.run([sys.executable, "-m", "gemm", "measure", "--probe"],
                          capture_output=True, text=True)
     return out.returncode == 0, (out.stderr.strip().splitlines() or ["no GPU"])[-1]
@@ -25,14 +76,17 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
            log=print, probe=None, calibration=None) -> list[Row]:
     """Decide every "drop?" row in place; returns the rows measured on a GPU here. `kept`:
     gemm.store.verdicts.load's rows, used without a GPU."""
-    cands = [r for r in rows if r.verdict == Verdict.CANDIDATE]
-    for r in cands:
-        r.identical = [c for c in candidates_against(r)
-                       if abtest.same_code(repo, c, new_commit, r.kernel)]
-        if r.identical and len(r.identical) == len(candidates_against(r)):
+    cands = []
+    for r in rows:
+        if r.verdict != Verdict.CANDIDATE:
+            continue
+        against = candidates_against(r)
+        r.identical = [c for c in against if same_code(repo, c, new_commit, r.kernel)]
+        if r.identical and len(r.identical) == len(against):
             r.verdict, r.against = Verdict.NOISE, list(r.identical)
             r.note = f"not confirmed: {_identical_note(r)}"
-    cands = [r for r in cands if r.verdict == Verdict.CANDIDATE]
+        else:
+            cands.append(r)
     if not cands:
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
@@ -55,8 +109,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             with abtest.trees(repo, refs + [new_commit]) as trees:
                 tree.update(trees)
                 ab.run()
-        except abtest.ABError as exc:
-            # what the A/B had decided stands, the rest is UNRESOLVED
+        except abtest.ABError as exc:   # what the A/B had decided stands, the rest UNRESOLVED
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
         abreport.finish(ab, machine)
@@ -79,7 +132,7 @@ def _add_identical(r: Row) -> None:
     """Say which comparisons needed no A/B."""
     if r.identical:
         r.against = list(dict.fromkeys([*r.against, *r.identical]))
-        r.note = f"{r.note}; {_identical_note(r)}" if r.note else _identical_note(r)
+        r.add_note(_identical_note(r))
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
@@ -95,6 +148,7 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
         r.open = old.get("open") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     elif (r.carried or r.code_changed) and not past_screen(r):
-        r.verdict, r.note = Verdict.UNRESOLVED, f"{r.note}; no A/B here: {why}"
+        r.verdict = Verdict.UNRESOLVED
+        r.add_note(f"no A/B here: {why}")
     else:
         r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True
