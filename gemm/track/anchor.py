@@ -28,8 +28,7 @@ def _commit(repo, rev: str, source: str) -> str:
 
 
 def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
-    """(anchor commit sha or None, where it came from / why there is none).
-    ValueError if an anchor is named but git does not know it."""
+    """(anchor sha or None, where it came from or why there is none); ValueError: unknown."""
     if explicit:
         return _commit(repo, explicit, "--anchor"), f"--anchor {explicit}"
     tags = _git(repo, "tag", "--list", ANCHOR_TAGS, "--sort=-creatordate")
@@ -53,8 +52,7 @@ def is_ancestor(repo, older: str, newer: str) -> bool | None:
 
 
 def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
-    """Why `anchor` cannot serve the judgement of `judged` ('' if it can); `earlier`: the
-    commits recorded before it on this machine."""
+    """Why `anchor` cannot serve `judged`, recorded after the `earlier` commits ('' if it can)."""
     if judged == anchor:
         return "is the judged commit"
     if anchor not in earlier:
@@ -66,8 +64,7 @@ def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
 
 
 def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
-    """Where a series stepped, up or down: [{"commit", "before", "after", "change"}], oldest
-    first, from (commit, value) points; sigma the robust spread of successive log differences."""
+    """Where the (commit, value) points stepped, up or down, oldest first (docs/gate.md)."""
     import numpy as np
     import ruptures
     kept = [(c, v) for c, v in points if finite(v) and v > 0]

@@ -1,9 +1,6 @@
-"""Which comparisons a candidate ("drop?") gets, and their outcome (docs/gate.md sections 3-5):
-a large series UNRESOLVED at the commits just before is a candidate again (carry, evidence);
-each candidate is decided DROP, noise or UNRESOLVED by an A/B (gemm.track.abrun) against each
-commit it was flagged against, none where git shows the same measured code; without a GPU by
-a kept verdict, else an unconfirmed DROP.
-"""
+"""The candidates ("drop?") and their comparisons: UNRESOLVED carried from the commits before,
+then DROP, noise or UNRESOLVED by an A/B (gemm.track.abrun), by a kept verdict without a GPU,
+else an unconfirmed DROP. docs/gate.md sections 3-5."""
 from __future__ import annotations
 
 import subprocess
@@ -18,8 +15,7 @@ from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, scr
 
 
 def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
-    """The commits just before the judged one (newest first) whose kept verdict for `key` is
-    UNRESOLVED, up to the first that is not."""
+    """The commits just before the judged one (newest first) UNRESOLVED for `key` running."""
     out = []
     for run in reversed(earlier):
         if run.commit in out:      # a commit recorded twice is one commit
@@ -47,8 +43,7 @@ def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
 
 
 def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
-    """Give each carried row the rounds kept against its anchor at the newest commit it was
-    carried from, where that measured the same code (Row.carried_rounds); returns how many."""
+    """Give carried rows the rounds kept against the anchor, same code (Row.carried_rounds)."""
     n = 0
     for r in rows:
         if not r.carried or not r.anchor:
@@ -74,8 +69,7 @@ def gpu_present() -> tuple[bool, str]:
 
 def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=None,
            log=print, probe=None, calibration=None) -> list[Row]:
-    """Decide every "drop?" row in place; returns the rows measured on a GPU here. `kept`:
-    gemm.store.verdicts.load's rows, used without a GPU."""
+    """Decide every "drop?" row in place (`kept` verdicts without a GPU); the rows measured."""
     cands = []
     for r in rows:
         if r.verdict != Verdict.CANDIDATE:
@@ -136,8 +130,7 @@ def _add_identical(r: Row) -> None:
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
-    """A verdict kept for this very value against every commit flagged now; else a DROP,
-    unconfirmed, but UNRESOLVED for a row only carried or of a changed kernel."""
+    """The kept verdict for this very value and these commits, else UNRESOLVED or a DROP."""
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new

@@ -1,7 +1,5 @@
 """The gate's screen: which series of the judged commit may be slower (or are wrong, or
-missing)? Pure: rows in, rows out; the A/B (gemm.track.confirm) decides each candidate.
-docs/gate.md sections 1-2.
-"""
+missing)? Pure; the A/B (gemm.track.confirm) decides each candidate. docs/gate.md 1-2."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -121,7 +119,6 @@ class Narrowing:
 
 @dataclass
 class Row:
-    """One series' line of a gate report (its fields: docs/gate.md, "Kept verdicts")."""
     kernel: str
     size: str
     metric: str                # metric key (gemm.core.metrics)
@@ -155,7 +152,7 @@ class Row:
         return metrics.get(self.metric).label
 
     def add_note(self, text: str) -> None:
-        """Append `text` to the note, after a "; " where there is one."""
+        """Append `text` to the note ("; " between)."""
         self.note = f"{self.note}; {text}" if self.note else text
 
 
@@ -192,8 +189,7 @@ def select(runs, commit: str | None):
 def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
              narrow: Narrowing = Narrowing(), anchor: str | None = None, cal=None
              ) -> tuple[list[Row], object]:
-    """Screen the run of `commit` (default: the newest) against the history before it and
-    the anchor's run; `cal`: the calibration (None: the class floors)."""
+    """Screen the run of `commit` (None: the newest) against its history and the anchor's."""
     new_run, before = select(runs, commit)
     earlier = before[-cfg.window:]
     anchor_run = None
@@ -209,7 +205,7 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
     rows = []
     for key in keys:
         pairs = [(r.commit, r.points[key]) for r in earlier if key in r.points]
-        valued = [(commit, p.value) for commit, p in pairs if finite(p.value)]
+        valued = [(c, p.value) for c, p in pairs if finite(p.value)]
         n_hist = len(valued)
         new = new_run.points.get(key)
         if new is None or (new.value is not None and not finite(new.value)):
@@ -239,9 +235,7 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
 
 
 def candidates_against(row: Row) -> list[str]:
-    """The commits a candidate's A/B compares with: the reference where the history flagged
-    it or its kernel changed, the anchor where the anchor did; a carried row the anchor (else
-    the reference)."""
+    """The commits a candidate's A/B compares with (reference, anchor or both: docs/gate.md)."""
     out = []
     if row.reference and (_past_history(row) or row.code_changed
                           or (row.carried and not row.anchor)):
@@ -271,7 +265,6 @@ def screened_large(row: Row) -> bool:
 
 
 def failed(rows: list[Row], cfg: GateConfig = GateConfig()) -> list[Row]:
-    """The failing rows: DROP, FAILED, MISSING, and UNRESOLVED at carry_commits running (or
-    under strict)."""
+    """The failing rows: DROP, FAILED, MISSING, UNRESOLVED at carry_commits running (or strict)."""
     return [r for r in rows if r.verdict in FAILING or (r.verdict == Verdict.UNRESOLVED and (
         cfg.strict or len(r.carried) + 1 >= cfg.carry_commits))]

@@ -1,11 +1,9 @@
-"""The gate's workflow for one commit (docs/gate.md): judge(Request) -> Report, which
-`gemm regress` prints; bad input raises BadRequest before any GPU work.
-"""
+"""The gate's workflow for one commit: judge(Request) -> Report, which `gemm regress` prints;
+bad input raises BadRequest before any GPU work. docs/gate.md."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 from ..core import registry
 from ..core.metrics import Series
@@ -57,7 +55,6 @@ class Report:
     empty: str | None = None        # why the run is EMPTY (it measured nothing); None if not
     counts: dict = field(default_factory=dict)   # verdict -> series
     exit: int = 0                   # 0 pass, 1 fail
-    kept_in: Path | None = None     # where this run's verdicts were kept
 
     @property
     def failing(self) -> list[Row]:
@@ -83,8 +80,7 @@ class Report:
 
 def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
           gpu_identity=None) -> Report:
-    """Judge one commit. `on_screened(report)`: called with the report so far before any A/B;
-    `gpu_name()` / `gpu_identity()`: this machine's GPU, asked only when needed."""
+    """Judge one commit; on_screened(report) before any A/B; the GPU's name, identity on need."""
     cfg = req.config
     try:
         cfg.validate()
@@ -142,13 +138,11 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
                              gpu_identity() if measured and gpu_identity else None,
                              summary=summary)
         log(f"gemm regress: verdicts kept in {path}")
-        report = replace(report, kept_in=path)
     return report
 
 
 def code_changed(rows: list[Row], repo, judged: str) -> int:
-    """Make every large series of a kernel whose code or build changed since its reference
-    (abtest.kernel_changed) a candidate; returns how many it made."""
+    """Make the large series of kernels changed since their reference candidates; how many."""
     changed: dict = {}
     n = 0
     for r in rows:
@@ -166,8 +160,7 @@ def code_changed(rows: list[Row], repo, judged: str) -> int:
 
 
 def judged_kernels(names, recorded) -> tuple[str, ...]:
-    """Each name as recorded (or the one recorded kernel it prefixes), else as registered;
-    ValueError for a name that is none or several."""
+    """Each name as recorded (or the one recorded kernel it prefixes), else as registered."""
     registered = registry.names()
     out = []
     for name in names:
