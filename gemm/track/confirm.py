@@ -84,16 +84,13 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     if not cands:
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
-    if not ok:
-        for r in cands:
-            _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
-            _add_identical(r)
-        return []
     comparisons = [(r, c) for r in cands for c in _to_measure(r)]
     for r in cands:
-        if not candidates_against(r):
+        if not ok:
+            _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
+        elif not candidates_against(r):
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
-    if comparisons:
+    if ok and comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
         tree: dict = {}
         machine = nvml.ArmSamples()   # the GPU sampled while each arm's process runs
@@ -109,7 +106,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
         abreport.finish(ab, machine)
     for r in cands:
         _add_identical(r)
-    return cands
+    return cands if ok else []
 
 
 def _to_measure(r: Row) -> list[str]:

@@ -80,7 +80,7 @@ class Report:
 
 def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
           gpu_identity=None) -> Report:
-    """Judge one commit; on_screened(report) before any A/B; the GPU's name, identity on need."""
+    """Judge one commit; on_screened(report) is told before any A/B, gpu_* asked on need."""
     cfg = req.config
     try:
         cfg.validate()
@@ -142,7 +142,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
 
 
 def code_changed(rows: list[Row], repo, judged: str) -> int:
-    """Make the large series of kernels changed since their reference candidates; how many."""
+    """Make each large series of a kernel changed since its reference a candidate; how many."""
     changed: dict = {}
     n = 0
     for r in rows:
