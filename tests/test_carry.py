@@ -1,4 +1,4 @@
-"""UNRESOLVED is never a silent pass (gemm.track.carry): a large series UNRESOLVED at the
+"""UNRESOLVED is never a silent pass (gemm.track.confirm): a large series UNRESOLVED at the
 commits just before is a candidate again, measured first, with the rounds kept against the
 anchor where the code is the same; it fails the gate once UNRESOLVED at three commits running."""
 import math
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from gemm.store import verdicts
-from gemm.track import abreport, abrun, abtest, carry, confirm
+from gemm.track import abreport, abrun, abtest, confirm
 from gemm.track.gate import GateConfig, Row, Verdict, failed
 from tests.test_plan import _cal, _fake
 
@@ -33,7 +33,7 @@ def test_unresolved_at_the_commits_before_is_a_candidate_and_fails_at_three(tmp_
     _keep(tmp_path, "c2", "UNRESOLVED")
     _keep(tmp_path, "c3", "UNRESOLVED")
     r = _row()
-    assert carry.carry([r], tmp_path, "h200", runs) == [r]
+    assert confirm.carry([r], tmp_path, "h200", runs) == [r]
     assert r.carried == ["c3", "c2"] and r.verdict == Verdict.CANDIDATE   # c1 ends the run
     assert "UNRESOLVED at 2 commit(s) before" in r.note
     r.verdict = Verdict.UNRESOLVED
@@ -42,7 +42,7 @@ def test_unresolved_at_the_commits_before_is_a_candidate_and_fails_at_three(tmp_
     r.carried = ["c3"]
     assert failed([r], GateConfig()) == []
     small = Row("09_cp_async_pipeline", "512", "tflops", 10, 30.0, 30.0, 0.0, 0.025, Verdict.OK)
-    assert carry.carry([small], tmp_path, "h200", runs) == []     # large series only
+    assert confirm.carry([small], tmp_path, "h200", runs) == []     # large series only
 
 
 def test_the_kept_rounds_against_the_anchor_come_with_it_where_the_code_is_the_same(
@@ -51,17 +51,17 @@ def test_the_kept_rounds_against_the_anchor_come_with_it_where_the_code_is_the_s
     kept = {"first": [30.0], "last": [30.0], "new": [29.4, 29.4], "k": [3]}
     _keep(tmp_path, "c3", "UNRESOLVED", kept)
     r = _row()
-    carry.carry([r], tmp_path, "h200", runs)
-    monkeypatch.setattr(carry, "same_code", lambda *a: True)
+    confirm.carry([r], tmp_path, "h200", runs)
+    monkeypatch.setattr(confirm, "same_code", lambda *a: True)
     _keep(tmp_path, "c3", "UNRESOLVED", kept, carry_ok=False)      # rounds the A/A rejected
-    assert carry.evidence([r], tmp_path, "h200", ".", "new") == 0
+    assert confirm.evidence([r], tmp_path, "h200", ".", "new") == 0
     _keep(tmp_path, "c3", "UNRESOLVED", {**kept, "k": [None]})      # an incomplete round
-    assert carry.evidence([r], tmp_path, "h200", ".", "new") == 0
+    assert confirm.evidence([r], tmp_path, "h200", ".", "new") == 0
     _keep(tmp_path, "c3", "UNRESOLVED", kept)
-    monkeypatch.setattr(carry, "same_code", lambda *a: False)
-    assert carry.evidence([r], tmp_path, "h200", ".", "new") == 0 and not r.carried_rounds
-    monkeypatch.setattr(carry, "same_code", lambda *a: True)
-    assert carry.evidence([r], tmp_path, "h200", ".", "new") == 1
+    monkeypatch.setattr(confirm, "same_code", lambda *a: False)
+    assert confirm.evidence([r], tmp_path, "h200", ".", "new") == 0 and not r.carried_rounds
+    monkeypatch.setattr(confirm, "same_code", lambda *a: True)
+    assert confirm.evidence([r], tmp_path, "h200", ".", "new") == 1
     assert r.carried_rounds == {"anc": kept}
     ab = confirm.ABRun([(r, "anc")], GateConfig(), "new", {}, print, None)
     assert ab.paired(0) == ([[30.0, 30.0]], [[29.4, 29.4]], [3])     # before any round here
@@ -107,7 +107,7 @@ def test_same_code_reads_the_kernels_and_the_measuring_layers_from_git():
 def test_a_commit_recorded_twice_counts_once(tmp_path):
     _keep(tmp_path, "c3", "UNRESOLVED")
     runs = [SimpleNamespace(commit="c2"), SimpleNamespace(commit="c3"), SimpleNamespace(commit="c3")]
-    assert carry.unresolved_before(tmp_path, "h200", runs, KEY) == ["c3"]
+    assert confirm.unresolved_before(tmp_path, "h200", runs, KEY) == ["c3"]
 
 
 def test_kept_rounds_alone_decide_nothing_and_the_guard_judges_only_rounds_here(monkeypatch):
@@ -131,11 +131,11 @@ def test_without_a_gpu_a_row_carried_only_stays_unresolved(tmp_path):
     runs = [SimpleNamespace(commit="c3")]
     _keep(tmp_path, "c3", "UNRESOLVED")
     r = _row()                                         # within its screen today
-    carry.carry([r], tmp_path, "h200", runs)
+    confirm.carry([r], tmp_path, "h200", runs)
     confirm.decide([r], GateConfig(), "new", probe=lambda: (False, "no GPU here"))
     assert r.verdict == Verdict.UNRESOLVED and not r.unconfirmed
     assert failed([r], GateConfig()) == []             # 2 commits running
     flagged = _row(change=-0.02)                       # flagged by the screen as well
-    carry.carry([flagged], tmp_path, "h200", runs)
+    confirm.carry([flagged], tmp_path, "h200", runs)
     confirm.decide([flagged], GateConfig(), "new", probe=lambda: (False, "no GPU here"))
     assert flagged.verdict == Verdict.DROP and flagged.unconfirmed

@@ -10,6 +10,7 @@ from ..store.history import finite
 
 ANCHOR_TAGS = "perf-anchor*"
 ANCHOR_FILE = "anchor.toml"
+PENALTY = 4.0   # a change point costs PENALTY sigma^2 ln(n)
 
 
 def _git(repo, *args) -> str | None:
@@ -19,29 +20,29 @@ def _git(repo, *args) -> str | None:
         return None
 
 
-def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
-    """(anchor commit sha or None, where it came from / why there is none).
-    ValueError if an anchor is named but git does not know it."""
-    def sha(rev: str, source: str) -> str:
-        got = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-        if not got:
-            raise ValueError(f"the anchor {rev!r} ({source}) is not a commit git knows here")
-        return got
+def _commit(repo, rev: str, source: str) -> str:
+    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if not sha:
+        raise ValueError(f"the anchor {rev!r} ({source}) is not a commit git knows here")
+    return sha
 
+
+def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
+    """(anchor sha or None, where it came from or why there is none); ValueError: unknown."""
     if explicit:
-        return sha(explicit, "--anchor"), f"--anchor {explicit}"
+        return _commit(repo, explicit, "--anchor"), f"--anchor {explicit}"
     tags = _git(repo, "tag", "--list", ANCHOR_TAGS, "--sort=-creatordate")
     if tags:
         tag = tags.split()[0]
-        return sha(tag, f"tag {tag}"), f"tag {tag}"
+        return _commit(repo, tag, f"tag {tag}"), f"tag {tag}"
     path = Path(repo) / ANCHOR_FILE
-    if path.is_file():
-        try:
-            rev = tomllib.loads(path.read_text())["commit"]
-        except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path} must hold commit = \"<sha>\" ({exc})") from None
-        return sha(str(rev), str(path.name)), f"{path.name}"
-    return None, f"no anchor (no --anchor, no tag {ANCHOR_TAGS}, no {ANCHOR_FILE})"
+    if not path.is_file():
+        return None, f"no anchor (no --anchor, no tag {ANCHOR_TAGS}, no {ANCHOR_FILE})"
+    try:
+        rev = tomllib.loads(path.read_text())["commit"]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} must hold commit = \"<sha>\" ({exc})") from None
+    return _commit(repo, str(rev), path.name), path.name
 
 
 def is_ancestor(repo, older: str, newer: str) -> bool | None:
@@ -51,27 +52,19 @@ def is_ancestor(repo, older: str, newer: str) -> bool | None:
 
 
 def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
-    """Why `anchor` cannot serve the judgement of `judged` ('' if it can): `earlier`, the
-    commits recorded before it on this machine."""
+    """Why `anchor` cannot serve `judged`, recorded after the `earlier` commits ('' if it can)."""
     if judged == anchor:
         return "is the judged commit"
     if anchor not in earlier:
         return "has no recorded run before it on this machine"
     related = is_ancestor(repo, anchor, judged)
-    if related is False:
-        return "is not an ancestor of it"
     if related is None:
         return "could not be placed by git (a shallow clone?)"
-    return ""
-
-
-PENALTY = 4.0
+    return "" if related else "is not an ancestor of it"
 
 
 def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
-    """Where a series stepped: [{"commit", "before", "after", "change"}], oldest first, from
-    (commit, value) points; penalty PENALTY sigma^2 ln(n), sigma the robust spread of
-    successive log differences; steps up too (down and up again: the machine changing)."""
+    """Where the (commit, value) points stepped, up or down, oldest first (docs/gate.md)."""
     import numpy as np
     import ruptures
     kept = [(c, v) for c, v in points if finite(v) and v > 0]
@@ -82,8 +75,8 @@ def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALT
     sigma = max(1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2), 1e-4)
     algo = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(y.reshape(-1, 1))
     ends = algo.predict(pen=penalty * sigma ** 2 * np.log(len(y)))
-    out = []
     bounds = list(zip([0] + ends[:-1], ends))
+    out = []
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):
         before, after = float(np.exp(y[a0:b0].mean())), float(np.exp(y[a1:b1].mean()))
         out.append({"commit": kept[a1][0], "before": before, "after": after,

@@ -1,21 +1,67 @@
-"""Deciding the gate's candidates ("drop?"): DROP, noise or UNRESOLVED, by an A/B of the new
-code against each commit it was flagged against (gemm.track.abrun), none where git shows the
-same measured code; without a GPU by a kept verdict, else an unconfirmed DROP (docs/gate.md).
-The GPU's SM clock, power and temperature are sampled (gemm.machine.nvml) while each arm's
-process runs, and each comparison's effect keeps both arms' figures.
-"""
+"""The candidates ("drop?") and their comparisons: UNRESOLVED carried from the commits before,
+then DROP, noise or UNRESOLVED by an A/B (gemm.track.abrun), by a kept verdict without a GPU,
+else an unconfirmed DROP. docs/gate.md sections 3-5."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from ..machine import nvml
+from ..store import verdicts
 from . import abreport, abtest, plan
-from .abrun import ABRun, Stop, in_trees
-from .gate import GateConfig, Row, Verdict, candidates_against, past_screen
+from .abrun import ABRun, Stop, carried, in_trees
+from .abtest import same_code
+from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, screened_large
+
+
+def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
+    """The commits just before the judged one (newest first) UNRESOLVED for `key` running."""
+    out = []
+    for run in reversed(earlier):
+        if run.commit in out:      # a commit recorded twice is one commit
+            continue
+        kept = verdicts.load(root, machine, run.commit).get(key)
+        if kept is None or kept.get("verdict") != Verdict.UNRESOLVED:
+            break
+        out.append(run.commit)
+    return out
+
+
+def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
+    """Make each large row UNRESOLVED just before (Row.carried) a candidate; returns them."""
+    out = []
+    for r in rows:
+        if not screened_large(r):
+            continue
+        r.carried = unresolved_before(root, machine, earlier, (r.kernel, r.size, r.metric))
+        if r.carried:
+            r.verdict = Verdict.CANDIDATE
+            r.add_note(f"UNRESOLVED at {len(r.carried)} commit(s) before "
+                       f"({', '.join(c[:10] for c in r.carried)}): measured first")
+            out.append(r)
+    return out
+
+
+def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
+    """Give carried rows the rounds kept against the anchor, same code (Row.carried_rounds)."""
+    n = 0
+    for r in rows:
+        if not r.carried or not r.anchor:
+            continue
+        older = r.carried[0]
+        kept = verdicts.load(root, machine, older).get((r.kernel, r.size, r.metric)) or {}
+        # only rounds the A/A control let stand ("carry"; files from before it said so: none)
+        got = next((e.get("values") for e in kept.get("effects") or []
+                    if e.get("against") == r.anchor and e.get("values")
+                    and e.get("carry") is True), None)
+        if carried(got)[0] and same_code(repo, older, judged, r.kernel):
+            r.carried_rounds[r.anchor] = got
+            n += 1
+    return n
 
 
 def gpu_present() -> tuple[bool, str]:
-    """Can this machine measure? Asked of the package without importing CUDA here."""
-    import subprocess
-    import sys
+    """Can this machine measure? Asked of `gemm measure --probe`, without importing CUDA here."""
     out = subprocess.run([sys.executable, "-m", "gemm", "measure", "--probe"],
                          capture_output=True, text=True)
     return out.returncode == 0, (out.stderr.strip().splitlines() or ["no GPU"])[-1]
@@ -23,29 +69,28 @@ def gpu_present() -> tuple[bool, str]:
 
 def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=None,
            log=print, probe=None, calibration=None) -> list[Row]:
-    """Decide every "drop?" row in place; returns the rows measured on a GPU here. `kept`:
-    gemm.store.verdicts.load's rows, used without a GPU."""
-    cands = [r for r in rows if r.verdict == Verdict.CANDIDATE]
-    for r in cands:
-        r.identical = [c for c in candidates_against(r)
-                       if abtest.same_code(repo, c, new_commit, r.kernel)]
-        if r.identical and len(r.identical) == len(candidates_against(r)):
+    """Decide every "drop?" row in place (`kept` verdicts without a GPU); the rows measured."""
+    cands = []
+    for r in rows:
+        if r.verdict != Verdict.CANDIDATE:
+            continue
+        against = candidates_against(r)
+        r.identical = [c for c in against if same_code(repo, c, new_commit, r.kernel)]
+        if r.identical and len(r.identical) == len(against):
             r.verdict, r.against = Verdict.NOISE, list(r.identical)
             r.note = f"not confirmed: {_identical_note(r)}"
-    cands = [r for r in cands if r.verdict == Verdict.CANDIDATE]
+        else:
+            cands.append(r)
     if not cands:
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
-    if not ok:
-        for r in cands:
-            _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
-            _add_identical(r)
-        return []
     comparisons = [(r, c) for r in cands for c in _to_measure(r)]
     for r in cands:
-        if not candidates_against(r):
+        if not ok:
+            _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
+        elif not candidates_against(r):
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
-    if comparisons:
+    if ok and comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
         tree: dict = {}
         machine = nvml.ArmSamples()   # the GPU sampled while each arm's process runs
@@ -55,14 +100,13 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             with abtest.trees(repo, refs + [new_commit]) as trees:
                 tree.update(trees)
                 ab.run()
-        except abtest.ABError as exc:
-            # what the A/B had decided stands, the rest is UNRESOLVED
+        except abtest.ABError as exc:   # what the A/B had decided stands, the rest UNRESOLVED
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
         abreport.finish(ab, machine)
     for r in cands:
         _add_identical(r)
-    return cands
+    return cands if ok else []
 
 
 def _to_measure(r: Row) -> list[str]:
@@ -79,12 +123,11 @@ def _add_identical(r: Row) -> None:
     """Say which comparisons needed no A/B."""
     if r.identical:
         r.against = list(dict.fromkeys([*r.against, *r.identical]))
-        r.note = f"{r.note}; {_identical_note(r)}" if r.note else _identical_note(r)
+        r.add_note(_identical_note(r))
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
-    """A verdict kept for this very value against every commit flagged now; else a DROP,
-    unconfirmed, but UNRESOLVED for a row only carried or of a changed kernel."""
+    """The kept verdict for this very value and these commits, else UNRESOLVED or a DROP."""
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new
@@ -95,6 +138,7 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
         r.open = old.get("open") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
     elif (r.carried or r.code_changed) and not past_screen(r):
-        r.verdict, r.note = Verdict.UNRESOLVED, f"{r.note}; no A/B here: {why}"
+        r.verdict = Verdict.UNRESOLVED
+        r.add_note(f"no A/B here: {why}")
     else:
         r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True

@@ -1,11 +1,5 @@
-"""The gate's screen: which series of the newest commit may be slower (or are wrong, or
-missing)? Pure: rows in, rows out; the A/B (gemm.track.confirm) decides each candidate.
-
-Each series (kernel x size x gated metric) has a minimum effect: its size class's floor
-(MIN_EFFECT) or, where its calibrated noise cannot decide that within the round cap, the drop
-it can (decision.detectable). The screen is half of it, against the median of the last
-`window` runs of other commits and against the anchor's run. docs/gate.md sections 1-2.
-"""
+"""The gate's screen: which series of the judged commit may be slower (or are wrong, or
+missing)? Pure; the A/B (gemm.track.confirm) decides each candidate. docs/gate.md 1-2."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,19 +30,16 @@ MIN_EFFECT = {SizeClass.LARGE: 0.01, SizeClass.MEDIUM: 0.03, SizeClass.SMALL: 0.
 
 @dataclass(frozen=True)
 class GateConfig:
-    window: int = 10
+    window: int = 10             # earlier commits the screen's median is taken over
     min_effect: dict = field(default_factory=lambda: dict(MIN_EFFECT))   # floors per class
     alpha: float = 1e-3          # family-wise error rate of one commit's A/B
-    min_rounds: int = 1          # A B B A rounds before the first decision (a DROP needs
-                                 # decision.DROP_MIN_ROUNDS whatever this is)
+    min_rounds: int = 1          # rounds before the first decision (a DROP: DROP_MIN_ROUNDS)
     max_rounds: int = 8          # then UNRESOLVED
     confirm: bool = True
     strict: bool = False         # UNRESOLVED fails the gate too
-    budget_s: float = 180.0      # A/B wall time; its rounds are planned to fit (gemm.track.plan)
-    robust: bool = True          # trimmed means where the series' calibration shows a heavy
-                                 # tail (calibration.robust_prior), means elsewhere
-    overtime_s: float = 60.0     # past budget_s, what is on course for a DROP is measured on,
-                                 # alone, for up to this long more, within max_rounds
+    budget_s: float = 180.0      # A/B wall time, its rounds planned to fit (gemm.track.plan)
+    robust: bool = True          # trimmed means where the calibration shows a heavy tail
+    overtime_s: float = 60.0     # past budget_s, how long more a likely DROP is measured
     carry_commits: int = 3       # a series UNRESOLVED this many commits running fails
 
     def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
@@ -71,13 +62,13 @@ class GateConfig:
         return out
 
     def validate(self) -> None:
+        from .decision import DROP_MIN_ROUNDS
         if self.window < 1:
             raise ValueError("window >= 1")
         names = set(SizeClass)
         if set(self.min_effect) != names or not all(0 < v < 1 for v in self.min_effect.values()):
             raise ValueError(f"min_effect needs a value in (0, 1) for each size class "
                              f"({', '.join(sorted(names))}), got {self.min_effect}")
-        from .decision import DROP_MIN_ROUNDS
         if not 0 < self.alpha < 1 or not 1 <= self.min_rounds <= self.max_rounds:
             raise ValueError("0 < alpha < 1 and 1 <= min_rounds <= max_rounds")
         if self.max_rounds < DROP_MIN_ROUNDS:
@@ -94,20 +85,17 @@ class GateConfig:
         return self.min_effect[Problem.parse(size).size_class]
 
     def min_effect_for(self, kernel: str, size: str, metric: str, cal=None) -> float:
+        """The series' minimum effect under the calibration `cal` (None: the floor)."""
         return self.min_effect_at(size, cal.prior(kernel, size, metric) if cal else None)
 
     def min_effect_at(self, size: str, prior) -> float:
-        """The floor of `size`, or wider where the noise `prior` cannot decide it within
-        max_rounds (decision.detectable; a borrowed prior with the run's own dof)."""
+        """The floor, or wider where the noise `prior` cannot decide it within max_rounds."""
         from . import decision
         floor = self.effect_for(size)
         if prior is None:
             return floor
-        dof = self.max_rounds - 1 if prior.borrowed else prior.dof
+        dof = self.max_rounds - 1 if prior.borrowed else prior.dof   # borrowed: the run's own
         return max(floor, decision.detectable(prior.sigma, dof, self.alpha, self.max_rounds))
-
-    def failing(self) -> tuple:
-        return FAILING + ((Verdict.UNRESOLVED,) if self.strict else ())
 
 
 @dataclass(frozen=True)
@@ -141,28 +129,31 @@ class Row:
     bound: float | None        # the screen: relative drop that makes a candidate
     verdict: Verdict
     note: str = ""
-    reference: str | None = None      # the newest earlier commit with this series (the A/B's)
-    ref_value: float | None = None    # its recorded value
-    ab_reference: float | None = None  # A/B: median of the reference code's process values ...
-    ab_new: float | None = None        # ... and of the new code's, measured here
-    anchor: str | None = None         # the anchor commit, where its run has this series
+    reference: str | None = None       # the newest earlier commit with this series
+    ref_value: float | None = None
+    ab_reference: float | None = None  # the A/B's median process values: the reference's ...
+    ab_new: float | None = None        # ... and the new code's
+    anchor: str | None = None          # the anchor commit, where its run has this series
     anchor_value: float | None = None
     anchor_change: float | None = None  # relative, (new - anchor) / anchor
-    min_effect: float | None = None   # the smallest drop the A/B must call a DROP
+    min_effect: float | None = None    # the smallest drop the A/B must call a DROP
     against: list = field(default_factory=list)   # the commits the A/B compares with
-    effects: list = field(default_factory=list)   # the A/B's decision per compared commit
-    open: list = field(default_factory=list)      # the comparisons it left open, and why
-                                                  # (gemm.track.abreport.left_open)
-    changepoints: list = field(default_factory=list)  # where the series stepped (gemm.track.anchor)
-    unconfirmed: bool = False         # a DROP only because no A/B could be made here
+    effects: list = field(default_factory=list)   # its decision per compared commit
+    open: list = field(default_factory=list)      # what it left open (abreport.left_open)
+    changepoints: list = field(default_factory=list)   # where the series stepped
+    unconfirmed: bool = False          # a DROP only because no A/B could be made here
     carried: list = field(default_factory=list)   # earlier commits it was UNRESOLVED at
-    carried_rounds: dict = field(default_factory=dict)  # against -> kept rounds (gemm.track.carry)
-    identical: list = field(default_factory=list)  # flagged against, same measured code: no A/B
-    code_changed: bool = False        # large, and its kernel's code or build changed since reference
+    carried_rounds: dict = field(default_factory=dict)  # against -> rounds kept there
+    identical: list = field(default_factory=list)  # flagged against, same code: no A/B
+    code_changed: bool = False         # large, its kernel's code or build changed
 
     @property
     def label(self) -> str:
         return metrics.get(self.metric).label
+
+    def add_note(self, text: str) -> None:
+        """Append `text` to the note ("; " between)."""
+        self.note = f"{self.note}; {text}" if self.note else text
 
 
 def judge(history: list, new, screen: float):
@@ -181,25 +172,16 @@ def judge(history: list, new, screen: float):
     return (Verdict.IMPROVED if change > screen else Verdict.OK), centre, change
 
 
-def reference(history: list[tuple[str, object]]) -> tuple[str | None, float | None]:
-    """(commit, value) of the newest earlier run with a value: the A/B's reference."""
-    for commit, p in reversed(history):
-        if finite(p.value):
-            return commit, p.value
-    return None, None
-
-
 def select(runs, commit: str | None):
     """(the run judged, the earlier runs of other commits)."""
     if not runs:
         raise HistoryError("the results hold no runs for this machine")
+    idx = len(runs) - 1
     if commit:
         hits = [i for i, r in enumerate(runs) if r.commit.startswith(commit)]
         if not hits:
             raise HistoryError(f"no recorded run for commit {commit}")
         idx = hits[-1]
-    else:
-        idx = len(runs) - 1
     new_run = runs[idx]
     return new_run, [r for r in runs[:idx] if r.commit != new_run.commit]
 
@@ -207,8 +189,7 @@ def select(runs, commit: str | None):
 def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
              narrow: Narrowing = Narrowing(), anchor: str | None = None, cal=None
              ) -> tuple[list[Row], object]:
-    """Screen the run of `commit` (default: the newest) against the history before it and
-    the anchor's run; `cal`: the calibration (None: the class floors)."""
+    """Screen the run of `commit` (None: the newest) against its history and the anchor's."""
     new_run, before = select(runs, commit)
     earlier = before[-cfg.window:]
     anchor_run = None
@@ -224,19 +205,19 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
     rows = []
     for key in keys:
         pairs = [(r.commit, r.points[key]) for r in earlier if key in r.points]
-        hist = [p for _, p in pairs]
-        n_hist = len([p for p in hist if finite(p.value)])
+        valued = [(c, p.value) for c, p in pairs if finite(p.value)]
+        n_hist = len(valued)
         new = new_run.points.get(key)
-        skipped = new is not None and new.value is not None and not finite(new.value)
-        if new is None or skipped:   # absent, or recorded as skipped (NaN: asv -b left it out)
+        if new is None or (new.value is not None and not finite(new.value)):
+            # absent, or recorded as skipped (NaN: asv -b left it out)
             if n_hist and key in suite.series:
                 rows.append(Row(key.target, key.size, key.metric, n_hist, None, None, None,
                                 None, Verdict.MISSING, "in the history, not measured in this run"))
             continue  # else: no longer part of the suite (kernel or size removed)
         effect = cfg.min_effect_for(key.target, key.size, key.metric, cal)
         screen = effect / 2
-        verdict, centre, change = judge(hist, new, screen)
-        ref, ref_value = reference(pairs) if centre is not None else (None, None)
+        verdict, centre, change = judge([p for _, p in pairs], new, screen)
+        ref, ref_value = valued[-1] if centre is not None else (None, None)   # the A/B's
         row = Row(key.target, key.size, key.metric, n_hist, centre, new.value, change,
                   None if centre is None else screen, verdict, reference=ref,
                   ref_value=ref_value, min_effect=effect)
@@ -254,14 +235,12 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
 
 
 def candidates_against(row: Row) -> list[str]:
-    """The commits a candidate's A/B compares with: the reference where the history flagged
-    it or its kernel changed, the anchor where the anchor did; a carried row the anchor (else
-    the reference)."""
+    """The commits a candidate's A/B compares with (reference, anchor or both: docs/gate.md)."""
     out = []
-    if (_past_history(row) or row.code_changed or (row.carried and not row.anchor)) \
-            and row.reference:
+    if row.reference and (_past_history(row) or row.code_changed
+                          or (row.carried and not row.anchor)):
         out.append(row.reference)
-    if (_past_anchor(row) or row.carried) and row.anchor and row.anchor not in out:
+    if row.anchor and row.anchor not in out and (_past_anchor(row) or row.carried):
         out.append(row.anchor)
     return out
 
@@ -279,12 +258,13 @@ def past_screen(row: Row) -> bool:
     return _past_history(row) or _past_anchor(row)
 
 
-def measured_nothing(new_run, narrow: Narrowing = Narrowing()) -> bool:
-    return not any(finite(p.value) or p.value is None for k, p in new_run.points.items()
-                   if not k.baseline and narrow.admits(k.target, k.size))
+def screened_large(row: Row) -> bool:
+    """A large series the screen passed or flagged: the A/B may measure it unflagged."""
+    return (Problem.parse(row.size).size_class == SizeClass.LARGE
+            and row.verdict in (Verdict.OK, Verdict.IMPROVED, Verdict.CANDIDATE))
 
 
 def failed(rows: list[Row], cfg: GateConfig = GateConfig()) -> list[Row]:
-    """The failing rows: DROP, FAILED, MISSING, and UNRESOLVED at carry_commits running."""
-    return [r for r in rows if r.verdict in cfg.failing() or (
-        r.verdict == Verdict.UNRESOLVED and len(r.carried) + 1 >= cfg.carry_commits)]
+    """The failing rows: DROP, FAILED, MISSING, UNRESOLVED at carry_commits running (or strict)."""
+    return [r for r in rows if r.verdict in FAILING or (r.verdict == Verdict.UNRESOLVED and (
+        cfg.strict or len(r.carried) + 1 >= cfg.carry_commits))]

@@ -1,21 +1,17 @@
-"""The gate's workflow for one commit: judge(Request) -> Report, which `gemm regress` prints.
-Runs, anchor, calibration, screen, carry, the A/B (or kept verdicts), change points, counts,
-kept verdicts, exit code; bad input raises BadRequest before any GPU work.
-"""
+"""The gate's workflow for one commit: judge(Request) -> Report, which `gemm regress` prints;
+bad input raises BadRequest before any GPU work. docs/gate.md."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 
 from ..core import registry
 from ..core.metrics import Series
-from ..core.problem import Problem, SizeClass
 from ..store import verdicts
-from . import abtest, calibration, carry, confirm
-from . import anchor as anchors
-from .gate import (GateConfig, Narrowing, Row, Verdict, evaluate, failed, measured_nothing,
-                   select)
 from ..store.history import HistoryError, finite, load_runs, resolve_machine
+from . import abtest, calibration, confirm
+from . import anchor as anchors
+from .gate import GateConfig, Narrowing, Row, Verdict, evaluate, failed, screened_large, select
 
 SCHEMA = "gemm.regress/1"
 
@@ -59,7 +55,6 @@ class Report:
     empty: str | None = None        # why the run is EMPTY (it measured nothing); None if not
     counts: dict = field(default_factory=dict)   # verdict -> series
     exit: int = 0                   # 0 pass, 1 fail
-    kept_in: Path | None = None     # where this run's verdicts were kept
 
     @property
     def failing(self) -> list[Row]:
@@ -85,35 +80,35 @@ class Report:
 
 def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
           gpu_identity=None) -> Report:
-    """Judge one commit. `on_screened(report)`: called with the report so far before any A/B;
-    `gpu_name()` / `gpu_identity()`: this machine's GPU, asked only when needed."""
+    """Judge one commit; on_screened(report) is told before any A/B, gpu_* asked on need."""
+    cfg = req.config
     try:
-        req.config.validate()
+        cfg.validate()
         machine = resolve_machine(req.results, req.machine)
         runs, suite = load_runs(req.results, machine)
         narrow = Narrowing(judged_kernels(req.kernels, {k.target for r in runs for k in r.points}),
                            tuple(req.sizes))
         anchor, anchor_src = (anchors.resolve(req.repo, req.anchor) if req.use_anchor
                               else (None, "no anchor (--no-anchor)"))
-        judged_run, earlier = select(runs, req.commit)
-        if anchor:
-            why_not = anchors.unusable(req.repo, anchor, judged_run.commit,
-                                       {r.commit for r in earlier})
-            if why_not:
-                anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
-                anchor = None
+        new_run, earlier = select(runs, req.commit)
+        why_not = anchor and anchors.unusable(req.repo, anchor, new_run.commit,
+                                              {r.commit for r in earlier})
+        if why_not:
+            anchor_src = f"the anchor {anchor[:10]} ({anchor_src}) {why_not}; not used"
+            anchor = None
         cal, cal_note = calibration.load(req.calibration, machine,
                                          gpu_name=gpu_name() if gpu_name else None)
-        rows, new_run = evaluate(runs, suite, req.config, req.commit, narrow, anchor, cal)
-        carried = carry.carry(rows, req.verdicts, machine, earlier)
-        changed = code_changed(rows, req.repo, judged_run.commit)
-        pooled = carry.evidence(carried, req.verdicts, machine, req.repo, judged_run.commit)
+        rows, _ = evaluate(runs, suite, cfg, req.commit, narrow, anchor, cal)
+        carried = confirm.carry(rows, req.verdicts, machine, earlier)
+        changed = code_changed(rows, req.repo, new_run.commit)
+        pooled = confirm.evidence(carried, req.verdicts, machine, req.repo, new_run.commit)
     except (HistoryError, ValueError) as exc:
         raise BadRequest(str(exc)) from exc
-    report = Report(new_run.commit, machine, req.config, narrow, anchor, anchor_src,
+    report = Report(new_run.commit, machine, cfg, narrow, anchor, anchor_src,
                     cal.date if cal else None, cal_note, rows, len(carried), pooled,
                     code_changed=changed)
-    if measured_nothing(new_run, narrow):
+    if not any(finite(p.value) or p.value is None for k, p in new_run.points.items()
+               if not k.baseline and narrow.admits(k.target, k.size)):
         why = (f" of the current benchmark versions ({new_run.other_versions} rows were "
                f"measured under another version of the suite's policy or metrics)"
                if new_run.other_versions else "")
@@ -124,16 +119,13 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         on_screened(report)
     if report.empty:
         return report
-    cfg = req.config
     if any(r.verdict == Verdict.CANDIDATE for r in rows) and cfg.confirm:
         log(f"gemm regress: calibration: {'from ' + cal.date if cal else cal_note}")
     measured = confirm.decide(rows, cfg, new_run.commit, req.repo,
                               kept=verdicts.load(req.verdicts, machine, new_run.commit), log=log,
                               calibration=cal)
     _changepoints(rows, runs, new_run)
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    counts = dict(Counter(r.verdict for r in rows))
     report = replace(report, counts=counts, exit=1 if failed(rows, cfg) else 0)
     unconfirmed = any(r.unconfirmed for r in rows)
     if req.record_verdicts and (measured or not unconfirmed):
@@ -146,18 +138,15 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
                              gpu_identity() if measured and gpu_identity else None,
                              summary=summary)
         log(f"gemm regress: verdicts kept in {path}")
-        report = replace(report, kept_in=path)
     return report
 
 
 def code_changed(rows: list[Row], repo, judged: str) -> int:
-    """Make every large series of a kernel whose code or build changed since its reference
-    (abtest.kernel_changed) a candidate; returns how many it made."""
+    """Make each large series of a kernel changed since its reference a candidate; how many."""
     changed: dict = {}
     n = 0
     for r in rows:
-        if (Problem.parse(r.size).size_class != SizeClass.LARGE or not r.reference
-                or r.verdict not in (Verdict.OK, Verdict.IMPROVED, Verdict.CANDIDATE)):
+        if not screened_large(r) or not r.reference:
             continue
         key = (r.reference, r.kernel)
         if key not in changed:
@@ -165,15 +154,13 @@ def code_changed(rows: list[Row], repo, judged: str) -> int:
         r.code_changed = changed[key]
         if r.code_changed and r.verdict != Verdict.CANDIDATE:
             r.verdict = Verdict.CANDIDATE
-            note = f"its kernel's code or build changed since {r.reference[:10]}: measured"
-            r.note = f"{r.note}; {note}" if r.note else note
+            r.add_note(f"its kernel's code or build changed since {r.reference[:10]}: measured")
             n += 1
     return n
 
 
 def judged_kernels(names, recorded) -> tuple[str, ...]:
-    """Each name as recorded (or the one recorded kernel it prefixes), else as registered;
-    ValueError for a name that is none or several."""
+    """Each name as recorded (or the one recorded kernel it prefixes), else as registered."""
     registered = registry.names()
     out = []
     for name in names:
@@ -183,11 +170,12 @@ def judged_kernels(names, recorded) -> tuple[str, ...]:
                 out.append(hits[0])
                 break
         else:
-            hits = sorted({k for k in (*recorded, *registered) if k.startswith(name)})
             known = sorted(set(recorded) | set(registered))
-            raise ValueError(f"--kernels: kernel name {name!r} is ambiguous: {', '.join(hits)}"
-                             if hits else f"--kernels: unknown kernel {name!r}; known: "
-                             f"{', '.join(known)}")
+            hits = [k for k in known if k.startswith(name)]
+            if hits:
+                raise ValueError(f"--kernels: kernel name {name!r} is ambiguous: "
+                                 f"{', '.join(hits)}")
+            raise ValueError(f"--kernels: unknown kernel {name!r}; known: {', '.join(known)}")
     return tuple(out)
 
 
