@@ -1,9 +1,5 @@
-"""The A/B engine of the gate, the calibration's trials and ci/probes/power_sim.py.
-
-Comparisons [(row, reference arm)] against one new arm in palindromic rounds (R1 R2 N N R2 R1),
-an arm being a label and `measure(label, series) -> (values, walls)`: priority, the time budget
-and its overtime, the A/A control and its one restart, as docs/gate.md section 3 describes.
-"""
+"""The A/B engine of the gate, the calibration's trials and ci/probes/power_sim.py: palindromic
+rounds (R1 R2 N N R2 R1), priority, time budget, overtime, A/A control (docs/gate.md section 3)."""
 from __future__ import annotations
 
 import math
@@ -41,8 +37,9 @@ def in_trees(tree: dict):
 
 
 class ABRun:
-    """One A/B: `comparisons` [(row, reference arm)] against the arm `new`. `family`: the
-    Bonferroni family if not the comparisons' own; `clock`: seconds (time.monotonic)."""
+    """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
+    `measure(arm, series) -> (values, walls)`. `family`: the Bonferroni family if not the
+    comparisons' own; `clock`: seconds (time.monotonic)."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
                  speeds: dict | None = None, family: int | None = None, clock=None):
