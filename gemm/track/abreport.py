@@ -9,17 +9,18 @@ from . import decision
 from .abrun import Stop
 from .gate import Row, Verdict
 
+LEAD = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
+        Verdict.UNRESOLVED: "unresolved", Verdict.FAILED: "failed"}
+
 
 def rounds_needed(ab, r: Row, e) -> int | None:
-    """How many rounds this noise needs for a decision (decision.rounds_needed); None where
-    the rounds give no noise."""
+    """How many rounds this noise needs for a decision; None where the rounds give no noise."""
     if not e.sigma or e.sigma != e.sigma:
         return None
     prior = ab.prior(r)
-    rounds = e.n_new // 2
+    prior_dof = 0 if prior is None else e.n_new // 2 - 1 if prior.borrowed else prior.dof
     return decision.rounds_needed(e.sigma, r.min_effect, ab.cfg.alpha, ab.family,
-                                  prior_dof=0 if prior is None else
-                                  rounds - 1 if prior.borrowed else prior.dof)
+                                  prior_dof=prior_dof)
 
 
 def power_note(ab, r: Row, e) -> str:
@@ -27,8 +28,7 @@ def power_note(ab, r: Row, e) -> str:
     need = rounds_needed(ab, r, e)
     if need is None:
         return ""
-    rounds = e.n_new // 2
-    if need <= rounds:   # the noise allowed a decision: the effect sits on the margin
+    if need <= e.n_new // 2:   # the noise allowed a decision: the effect sits on the margin
         return (f"; the noise allows a decision, but the estimate lies on the decision "
                 f"margin (-{100 * r.min_effect / 2:g} %), between no change and a drop "
                 f"of {100 * r.min_effect:g} %, where either verdict is allowed")
@@ -37,15 +37,11 @@ def power_note(ab, r: Row, e) -> str:
 
 
 def left_open(ab, i: int, stop: Stop, e=None) -> dict:
-    """Comparison i left open, typed (a row's `open`, docs/gate.md): against which commit,
-    why (Stop), its complete rounds (`kept` of them from an earlier commit; rounds == kept:
-    not measured here), the A/B's rounds by then, and the rounds its noise needs (None: not
-    known)."""
-    r, c = ab.comps[i]
+    """Comparison i left open, as a row's `open` has it (docs/gate.md)."""
     closed = ab.closed.get(i)
-    return {"against": c, "stop": stop, "rounds": len(ab.paired(i)[0]), "kept": ab.kept(i),
+    return {"against": ab.comps[i][1], "stop": stop, "rounds": ab.rounds(i), "kept": ab.kept(i),
             "after": closed.after if closed else ab.total,
-            "needs": rounds_needed(ab, r, e) if e is not None else None}
+            "needs": rounds_needed(ab, ab.comps[i][0], e) if e is not None else None}
 
 
 def finish(ab, machine=None) -> None:
@@ -56,72 +52,65 @@ def finish(ab, machine=None) -> None:
         by_row.setdefault(id(r), []).append(i)
     for idxs in by_row.values():
         r = ab.comps[idxs[0]][0]
-        parts, verdicts = [], []
         r.effects, r.open, r.against = [], [], [ab.comps[i][1] for i in idxs]
-        for i in idxs:
-            c = ab.comps[i][1]
-            refs, news, ks = ab.paired(i)
-            kept = ab.kept(i)
-            ref = [x for p in refs[kept:] for x in p if x is not None]
-            new = [x for x in ab.new_values(r) if x is not None]
-            if new:
-                r.ab_new = stats.median(new)
-            if ref and r.ab_reference is None:
-                r.ab_reference = stats.median(ref)
-            if i in ab.failed:
-                new_failed, why_failed = ab.failed[i]
-                verdicts.append(Verdict.FAILED if new_failed else Verdict.UNRESOLVED)
-                parts.append(f"vs {c[:10]}: {why_failed}")
-                if not new_failed:
-                    r.open.append(left_open(ab, i, Stop.FAILED))
-                continue
-            e = ab.estimate(i)
-            why = ab.closed[i].why if i in ab.closed else ""
-            if e is None:
-                verdicts.append(Verdict.UNRESOLVED if i not in ab.moot else Verdict.DROP)
-                parts.append(f"vs {c[:10]}: {ab.moot.get(i, why)}")
-                if i in ab.closed and i not in ab.moot:
-                    r.open.append(left_open(ab, i, ab.closed[i].stop))
-                continue
-            if i in ab.moot:
-                parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {ab.moot[i]}")
-            elif i not in ab.decided:
-                verdicts.append(Verdict.UNRESOLVED)
-                parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {why}"
-                             + power_note(ab, r, e))
-                if i in ab.closed:
-                    r.open.append(left_open(ab, i, ab.closed[i].stop, e))
-            else:
-                verdicts.append(Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE)
-                parts.append(f"A/B vs {c[:10]} here: {e.describe()}: {e.verdict}")
-            if ab.cal is not None and ab.cal.borrowed(r.kernel, r.size, r.metric):
-                parts[-1] += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
-            elif e.rule == "trimmed":
-                parts[-1] += " (trimmed means: the robust rule)"
-            if i in ab.over_measured:
-                parts[-1] += " (overtime: measured past the time budget)"
-            if kept:
-                parts[-1] += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, "
-                              "the same code, UNRESOLVED there)")
-            r.effects.append({"against": c, "verdict": e.verdict if i in ab.decided
-                              else "MOOT" if i in ab.moot else "UNRESOLVED",
-                              "change": e.change,
-                              "lo": math.expm1(e.lo), "hi": math.expm1(e.hi),
-                              "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref,
-                              "n_new": e.n_new,
-                              "rule": e.rule,
-                              "overtime": i in ab.over_measured,
-                              # may the next commit carry these rounds (gemm.track.carry)?
-                              "carry": i not in ab.untrusted,
-                              "machine": machine.pair(c, ab.new) if machine else None,
-                              # the per-process values it was decided on, in round
-                              # order, so a later rule can be tried on this evidence
-                              "values": {"first": [a for a, _ in refs],
-                                         "last": [b for _, b in refs],
-                                         "new": [x for p in news for x in p],
-                                         "k": ks}})
+        new = [x for x in ab.new_values(r) if x is not None]
+        if new:
+            r.ab_new = stats.median(new)
+        verdicts, parts = zip(*(_comparison(ab, i, machine) for i in idxs))
         r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED)
                           if v in verdicts), Verdict.NOISE)
-        lead = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
-                Verdict.UNRESOLVED: "unresolved", Verdict.FAILED: "failed"}[r.verdict]
-        r.note = f"{lead}: " + "; ".join(parts)
+        r.note = f"{LEAD[r.verdict]}: " + "; ".join(parts)
+
+
+def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
+    """Comparison i's verdict (None: a moot one) and its part of the row's note; its effect
+    and what it left open go to its row."""
+    r, c = ab.comps[i]
+    refs, news, ks = ab.paired(i)
+    kept = ab.kept(i)
+    ref = [x for p in refs[kept:] for x in p if x is not None]
+    if ref and r.ab_reference is None:
+        r.ab_reference = stats.median(ref)
+    closed = ab.closed.get(i)
+    if i in ab.failed:
+        new_failed, why = ab.failed[i]
+        if not new_failed:
+            r.open.append(left_open(ab, i, Stop.FAILED))
+        return Verdict.FAILED if new_failed else Verdict.UNRESOLVED, f"vs {c[:10]}: {why}"
+    e = ab.estimate(i)
+    if e is None and i in ab.moot:
+        return Verdict.DROP, f"vs {c[:10]}: {ab.moot[i]}"
+    if e is None:
+        if closed:
+            r.open.append(left_open(ab, i, closed.stop))
+        return Verdict.UNRESOLVED, f"vs {c[:10]}: {closed.why if closed else ''}"
+    if i in ab.moot:
+        verdict, status, why = None, "MOOT", ab.moot[i]
+    elif i in ab.decided:
+        verdict = Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE
+        status = why = e.verdict
+    else:
+        verdict, status = Verdict.UNRESOLVED, "UNRESOLVED"
+        why = (closed.why if closed else "") + power_note(ab, r, e)
+    note = f"A/B vs {c[:10]} here: {e.describe()}: {why}"
+    if verdict == Verdict.UNRESOLVED and closed:
+        r.open.append(left_open(ab, i, closed.stop, e))
+    if not ab.judges_gpu(r):
+        note += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
+    elif e.rule == "trimmed":
+        note += " (trimmed means: the robust rule)"
+    if i in ab.over_measured:
+        note += " (overtime: measured past the time budget)"
+    if kept:
+        note += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, the same code, "
+                 "UNRESOLVED there)")
+    r.effects.append({
+        "against": c, "verdict": status, "change": e.change,
+        "lo": math.expm1(e.lo), "hi": math.expm1(e.hi), "sigma": e.sigma, "dof": e.dof,
+        "n_ref": e.n_ref, "n_new": e.n_new, "rule": e.rule, "overtime": i in ab.over_measured,
+        "carry": i not in ab.untrusted,   # may the next commit carry these rounds (carry.py)?
+        "machine": machine.pair(c, ab.new) if machine else None,
+        # the per-process values it was decided on, in round order, for a later rule to try
+        "values": {"first": [a for a, _ in refs], "last": [b for _, b in refs],
+                   "new": [x for p in news for x in p], "k": ks}})
+    return verdict, note

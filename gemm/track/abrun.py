@@ -1,12 +1,5 @@
-"""The A/B engine of the gate, the calibration's trials and ci/probes/power_sim.py.
-
-Comparisons [(row, reference arm)] against one new arm in palindromic rounds (R1 R2 N N R2 R1),
-an arm being a label and `measure(label, series) -> (values, walls)`. Each round takes the
-undecided comparisons that fit the time left (gemm.track.plan), by priority; from `min_rounds`
-each is decided (GateConfig.decide) at the Bonferroni family; the A/A control may restart the
-run once; past the budget, what can still reach a DROP goes on, alone, for overtime_s more.
-What is left open is `closed` with a Stop. docs/gate.md section 3 describes it.
-"""
+"""The A/B engine of the gate, the calibration's trials and ci/probes/power_sim.py: palindromic
+rounds (R1 R2 N N R2 R1), priority, time budget, overtime, A/A control (docs/gate.md section 3)."""
 from __future__ import annotations
 
 import math
@@ -25,8 +18,7 @@ class Stop(StrEnum):
     UNSTABLE = "unstable"   # the A/A control moved
     MISSING = "missing"     # a measurement reported nothing for it
     BROKEN = "broken"       # the A/B broke off (abtest.ABError)
-    FAILED = "failed"       # the reference's code failed here (ABRun.failed; the new code's
-                            # failing is the row's FAILED, not an open comparison)
+    FAILED = "failed"       # the reference's code failed here (the new code's: the row FAILED)
 
 
 @dataclass(frozen=True)
@@ -45,14 +37,14 @@ def in_trees(tree: dict):
 
 
 class ABRun:
-    """One A/B: `comparisons` [(row, reference arm)] against the arm `new`. `family`: the
-    Bonferroni family if not the comparisons' own; `clock`: seconds (time.monotonic)."""
+    """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
+    `measure(arm, series) -> (values, walls)`. `family`: the Bonferroni family if not the
+    comparisons' own; `clock`: seconds (time.monotonic)."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
                  speeds: dict | None = None, family: int | None = None, clock=None):
         self.comps, self.cfg, self.new, self.measure = comparisons, cfg, new, measure
         self.log, self.cal, self.clock = log, calibration, clock
-        # Bonferroni over every comparison, every look, and the one allowed restart
         self.family = family or decision.family_size(len(comparisons), cfg.min_rounds,
                                                      cfg.max_rounds)
         self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
@@ -77,9 +69,16 @@ class ABRun:
     def prior(self, r: Row):
         return self.cal.prior(r.kernel, r.size, r.metric) if self.cal is not None else None
 
-    def robust_prior(self, r: Row):
-        return (self.cal.robust_prior(r.kernel, r.size, r.metric)
-                if self.cal is not None and self.cfg.robust else None)
+    def judges_gpu(self, r: Row) -> bool:
+        """Only a series with its own noise (or no calibration at all) judges the GPU."""
+        return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
+
+    def describe(self, i: int) -> str:
+        r = self.comps[i][0]
+        return f"{r.kernel} at {r.size} ({r.label})"
+
+    def who(self, arm: str) -> str:
+        return "the new code" if arm == self.new else f"the reference {arm[:10]}"
 
     def undecided(self) -> list[int]:
         return [i for i in range(len(self.comps)) if i not in self.decided
@@ -113,15 +112,15 @@ class ABRun:
                 r, c = self.comps[i]
                 if (pos == "new" or c == arm) and (r.kernel, r.size, r.metric) not in got \
                         and i in self.undecided():
-                    who = "the new code" if pos == "new" else f"the reference {arm[:10]}"
-                    self.close(i, Stop.MISSING, f"{who}'s measurement here reported nothing for it")
+                    self.close(i, Stop.MISSING,
+                               f"{self.who(arm)}'s measurement here reported nothing for it")
         if self.overtime:
             self.over_measured.update(chosen)
 
     def close(self, i: int, stop: Stop, why: str) -> None:
         """Leave comparison i open (UNRESOLVED) for `why`, with the rounds it has now."""
         self.closed[i] = Closed(stop, why, self.total)
-        self.upto.setdefault(i, len(self.paired(i)[0]))
+        self.upto.setdefault(i, self.rounds(i))
 
     def paired(self, i: int) -> tuple[list, list, list]:
         """Comparison i's complete rounds, kept ones first: ([[first, last]], [[new, new]], [k]);
@@ -136,8 +135,12 @@ class ABRun:
                 refs.append([got["first"], got["last"]])
                 news.append(list(nv))
                 ks.append(got["k"])
-        upto = self.upto.get(i)
-        return (refs, news, ks) if upto is None else (refs[:upto], news[:upto], ks[:upto])
+        upto = self.upto.get(i, len(refs))
+        return refs[:upto], news[:upto], ks[:upto]
+
+    def rounds(self, i: int) -> int:
+        """How many complete rounds comparison i has (kept ones included)."""
+        return len(self.paired(i)[0])
 
     def kept(self, i: int) -> int:
         """How many of comparison i's rounds were kept from an earlier commit (carry)."""
@@ -149,44 +152,37 @@ class ABRun:
         d = self.values.get((self.new, (r.kernel, r.size, r.metric)), {})
         return [v for n in sorted(d) for v in d[n]]
 
-    def reachable(self, i: int, e) -> bool:
-        cap = len(self.paired(i)[0]) + self.cfg.max_rounds - self.n
-        return decision.reachable(e, self.comps[i][0].min_effect, cap)
-
     def needs(self, i: int) -> int:
-        """Rounds comparison i needs before any decision: DROP_MIN_ROUNDS where its noise is
-        the run's own (no prior, or a borrowed one), else 1 (SAME can come from one round)."""
+        """Rounds comparison i needs before any decision (1 only with its own calibrated noise)."""
         p = self.prior(self.comps[i][0])
         return 1 if p is not None and not p.borrowed else decision.DROP_MIN_ROUNDS
 
-    def rounds_left(self, i: int) -> int:
-        return max(1, self.needs(i) - len(self.paired(i)[0]))
+    def early(self, i: int, e) -> bool:
+        """Fewer rounds than a decision needs here, or an interval still unbounded."""
+        return self.rounds(i) < self.needs(i) or not (math.isfinite(e.lo)
+                                                       and math.isfinite(e.hi))
+
+    def reachable(self, i: int, e) -> bool:
+        cap = self.rounds(i) + self.cfg.max_rounds - self.n
+        return decision.reachable(e, self.comps[i][0].min_effect, cap)
 
     def priority(self, i: int) -> tuple:
-        """Those measured here that still need rounds to be decided at all, or can reach a
-        DROP; then the unmeasured past their minimum effect (the likeliest DROPs, furthest
-        past their noise first); then those carried from the commits before; then the other
-        unmeasured (furthest past their screen or noise first); then the rest."""
+        """choose()'s order, lowest first: 0 started and still to decide, 1 past the minimum
+        effect, 2 carried, 3 the other unmeasured, 4 the rest (docs/gate.md section 3)."""
         r, c = self.comps[i]
-        rounds = len(self.paired(i)[0])
+        rounds = self.rounds(i)
+        e = self.effect_or_none(i) if rounds else None
         if rounds > self.kept(i):
-            try:
-                e = self.effect(i)
-            except ValueError:     # a failed value: its verdict comes without more rounds
+            if e is None:          # a failed value: its verdict comes without more rounds
                 return (0, -math.inf)
-            if rounds < self.needs(i) or not (math.isfinite(e.lo) and math.isfinite(e.hi)):
-                return (0, e.estimate)   # started: one round decides nothing here
-            return (0 if self.reachable(i, e) else 4, e.estimate)
+            return (0 if self.early(i, e) or self.reachable(i, e) else 4, e.estimate)
         change = (r.change if c == r.reference else r.anchor_change) or 0.0
         # in a flood of candidates, noisy series are the likeliest to sit past the screen
         p = self.prior(r)
         scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0) or 1.0
         if rounds:                 # carried with its evidence: the kept rounds' estimate
-            try:
-                e = self.effect(i).estimate
-            except ValueError:
-                e = -math.inf
-            return (1, e / scale) if e <= -r.min_effect else (2, e)
+            kept = e.estimate if e is not None else -math.inf
+            return (1, kept / scale) if kept <= -r.min_effect else (2, kept)
         if change <= -r.min_effect:
             return (1, change / scale)
         if r.carried:
@@ -195,29 +191,23 @@ class ABRun:
 
     def choose(self, left: float, first: bool = False) -> list[int]:
         """The undecided comparisons a round can take in `left` seconds, by priority, each
-        only where the rounds it still needs (rounds_left) fit as well, so that what is
-        started can be decided (one whose targets the round measures anyway comes free; the
-        first round takes at least one)."""
+        only where the rounds it still needs fit too (the first round takes at least one)."""
         arms: dict[str, set] = {}
         chosen, times = [], 1
         for i in sorted(self.undecided(), key=self.priority):
             r, c = self.comps[i]
             t = (r.kernel, r.size)
             if t in arms.get(c, ()) and t in arms.get(self.new, ()):
-                chosen.append(i)
+                chosen.append(i)   # its targets are measured anyway
                 continue
             trial = {a: set(ts) for a, ts in arms.items()}
             trial.setdefault(c, set()).add(t)
             trial.setdefault(self.new, set()).add(t)
-            need = max(times, self.rounds_left(i))
+            need = max(times, self.needs(i) - self.rounds(i))
             if self.costs.round_s(trial) * need <= left or (first and not chosen):
                 arms, times = trial, need
                 chosen.append(i)
         return chosen
-
-    def judges_gpu(self, r: Row) -> bool:
-        """Only a series with its own noise (or no calibration at all) judges the GPU."""
-        return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
 
     def unstable(self) -> str | None:
         """The first A/A control that moved, described; None if every one held."""
@@ -232,27 +222,27 @@ class ABRun:
             r, c = self.comps[i]
             kept = self.kept(i)
             refs, pairs, ks = (x[kept:] for x in self.paired(i))   # rounds measured here
-            first, last = [a for a, _ in refs], [b for _, b in refs]
-            if not refs or None in first or None in last or any(None in p for p in pairs):
+            if not refs or any(None in p for p in refs + pairs):
                 continue
+            first, last = [a for a, _ in refs], [b for _, b in refs]
             ok, e = decision.aa_stable(first, last, r.min_effect, self.cfg.alpha, self.family,
                                        self.prior(r), new_pairs=pairs, k=ks)
             if not ok:
-                return f"{r.kernel} at {r.size} ({r.label}), A/A of {c[:10]}: {e.describe()}"
+                return f"{self.describe(i)}, A/A of {c[:10]}: {e.describe()}"
         return None
 
     def decide_round(self) -> None:
         for i in self.undecided():
-            r, c = self.comps[i]
+            c = self.comps[i][1]
             refs, news, _ = self.paired(i)
             if len(refs) <= self.kept(i):   # not measured here yet (no room so far)
                 continue
-            for new, arm in ((True, news), (False, refs)):
-                if i not in self.failed and any(v is None for p in arm for v in p):
-                    who = "the new code" if new else f"the reference {c[:10]}"
-                    self.failed[i] = (new, f"{who} failed when measured here")
-                    self.upto[i] = len(refs)
-            if i in self.failed:
+            failed = next((arm for arm, pairs in ((self.new, news), (c, refs))
+                           if any(None in p for p in pairs)), None)
+            if failed is not None:
+                self.failed[i] = (failed == self.new,
+                                  f"{self.who(failed)} failed when measured here")
+                self.upto[i] = len(refs)
                 continue
             if len(refs) < self.cfg.min_rounds:
                 continue
@@ -260,9 +250,8 @@ class ABRun:
             if e.verdict != decision.AMBIGUOUS:
                 self.decided[i] = e
                 self.upto[i] = len(refs)
-        # a row with a DROP against one commit is a DROP whatever its other comparisons say
-        # (a drift: a drop against the anchor, an ambiguous step against the previous
-        # commit): no more rounds for those, nor for those closed at the budget meanwhile
+        # a row with a DROP against one commit is a DROP: its other comparisons are moot,
+        # those closed at the budget meanwhile too
         for i in self.undecided() + list(self.closed):
             r = self.comps[i][0]
             hit = next((self.comps[j][1] for j, e in self.decided.items()
@@ -270,14 +259,21 @@ class ABRun:
             if hit:
                 self.closed.pop(i, None)
                 self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
-                self.upto.setdefault(i, len(self.paired(i)[0]))
+                self.upto.setdefault(i, self.rounds(i))
 
     def effect(self, i: int):
-        """Comparison i's effect (kept rounds: by means, round by round)."""
-        r, _ = self.comps[i]
+        """Comparison i's effect (ValueError without a complete round or with a failed value)."""
+        r = self.comps[i][0]
         refs, news, _ = self.paired(i)
-        robust = None if self.kept(i) else self.robust_prior(r)
+        robust = (self.cal.robust_prior(r.kernel, r.size, r.metric)
+                  if self.cal is not None and self.cfg.robust and not self.kept(i) else None)
         return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust)
+
+    def effect_or_none(self, i: int):
+        try:
+            return self.effect(i)
+        except ValueError:
+            return None
 
     def estimate(self, i: int):
         """Comparison i's decision, else its effect so far (AMBIGUOUS); None without a
@@ -287,10 +283,8 @@ class ABRun:
         refs, news, _ = self.paired(i)
         if len(refs) <= self.kept(i) or None in [x for p in refs + news for x in p]:
             return None
-        try:
-            return replace(self.effect(i), verdict=decision.AMBIGUOUS)
-        except ValueError:     # no complete round
-            return None
+        e = self.effect_or_none(i)
+        return replace(e, verdict=decision.AMBIGUOUS) if e is not None else None
 
     def run(self) -> None:
         """Rounds until every comparison is decided or closed (then `closed` says why)."""
@@ -301,37 +295,32 @@ class ABRun:
             chosen = [] if self.overtime else self.choose(self.cfg.budget_s - spent,
                                                           first=self.total == 0)
             if not chosen:   # no more within the budget: overtime for what is on course
-                self.past_budget(self.total)
+                self.past_budget()
                 left = self.cfg.budget_s + self.cfg.overtime_s - spent
                 chosen = self.choose(left) if self.undecided() else []
                 if not chosen:
-                    self.end(Stop.BUDGET, f"out of the A/B's overtime ({self.cfg.overtime_s:.0f}"
-                                          f" s past its {self.cfg.budget_s:.0f}-s budget) "
-                                          f"after {self.total} rounds")
-                    return
+                    why = (f"out of the A/B's overtime ({self.cfg.overtime_s:.0f} s past its "
+                           f"{self.cfg.budget_s:.0f}-s budget) after {self.total} rounds")
+                    return self.end(Stop.BUDGET, why)
             self.total += 1
             self.measure_round(self.n + 1, chosen)
             if self.n < self.cfg.min_rounds:
                 continue
             moved = self.unstable()
-            if moved and self.overtime:
-                # in overtime: what was decided within the budget stands (as with no overtime);
-                # only the comparisons measured on are left open, and said why
-                self.untrusted.update(self.undecided())
-                return self.end(Stop.UNSTABLE, f"the A/A control moved during overtime ({moved})")
-            if moved and not self.restarts:
+            if moved and not self.restarts and not self.overtime:
                 self.log(f"the A/A control moved ({moved}): the GPU changed during the A/B; "
                          "its rounds and decisions are discarded and measured again")
                 self.restarts = 1
                 self.reset()
                 continue
-            if moved:
+            if moved:   # what was decided stands; what is left open is not carried
                 self.untrusted.update(self.undecided())
-                return self.end(Stop.UNSTABLE,
-                                f"the GPU was unstable: the A/A control moved twice ({moved})")
+                how = ("the A/A control moved during overtime" if self.overtime
+                       else "the GPU was unstable: the A/A control moved twice")
+                return self.end(Stop.UNSTABLE, f"{how} ({moved})")
             self.decide_round()
         for i in self.undecided():   # the round cap came first
-            if not self.paired(i)[0]:
+            if not self.rounds(i):
                 self.close(i, Stop.CAP, "not measured: no room for it in the A/B's rounds (the "
                                         "most suspicious go first)")
         self.end(Stop.CAP, f"still ambiguous after {self.total} rounds")
@@ -340,45 +329,38 @@ class ABRun:
         for i in self.undecided():
             self.close(i, stop, why)
 
-    def past_budget(self, total: int) -> None:
+    def past_budget(self) -> None:
         """No round fits the budget: close the undecided but what can reach a DROP (overtime)."""
-        budget = self.cfg.budget_s
-        keep = [i for i in self.undecided() if self.cfg.overtime_s > 0 and self.on_course(i)]
-        waiting = [i for i in self.undecided() if not self.paired(i)[0]]
-        for i in self.undecided():
-            if i in keep:
-                continue
+        total, over = self.total, self.cfg.overtime_s
+        budget = f"the A/B time budget ({self.cfg.budget_s:.0f} s)"
+        keep = [i for i in self.undecided() if over > 0 and self.on_course(i)]
+        waiting = [i for i in self.undecided() if not self.rounds(i)]
+        for i in [i for i in self.undecided() if i not in keep]:
             if i in self.overtime:
                 why = f"no longer on course for a DROP after {total} rounds (overtime)"
             elif i in waiting:
-                why = (f"not measured: out of the A/B time budget ({budget:.0f} s); "
-                       f"{len(waiting)} comparisons found no room in its {total} rounds (the "
-                       f"most suspicious go first)")
+                why = (f"not measured: out of {budget}; {len(waiting)} comparisons found no "
+                       f"room in its {total} rounds (the most suspicious go first)")
             else:
-                why = f"out of the A/B time budget ({budget:.0f} s) after {total} rounds"
+                why = f"out of {budget} after {total} rounds"
             self.close(i, Stop.BUDGET, why)
         if waiting:
             self.log(f"{len(waiting)} of {len(self.comps)} comparisons not measured: "
-                     f"no room in the A/B time budget ({budget:.0f} s)")
+                     f"no room in {budget}")
         new = [i for i in keep if i not in self.overtime]
         if new:
-            self.log(f"out of the A/B time budget ({budget:.0f} s) after {total} rounds; "
-                     f"overtime (up to {self.cfg.overtime_s:.0f} s more, within "
-                     f"{self.cfg.max_rounds} rounds) for what is on course for a DROP: "
-                     + "; ".join(f"{self.comps[i][0].kernel} at {self.comps[i][0].size} "
-                                 f"({self.comps[i][0].label}) vs {self.comps[i][1][:10]}: "
+            self.log(f"out of {budget} after {total} rounds; overtime (up to {over:.0f} s more, "
+                     f"within {self.cfg.max_rounds} rounds) for what is on course for a DROP: "
+                     + "; ".join(f"{self.describe(i)} vs {self.comps[i][1][:10]}: "
                                  f"{self.effect(i).describe()}" for i in new))
             self.overtime.update(new)
 
     def on_course(self, i: int) -> bool:
-        """Worth overtime: can reach a DROP by the cap; or, with fewer rounds than a decision
-        needs here or an interval still unbounded (the run's own noise), an estimate past -m."""
-        try:
-            e = self.effect(i)
-        except ValueError:       # no complete round, or a failed value
+        """Worth overtime: can reach a DROP by the cap, or, while early(), an estimate past -m."""
+        e = self.effect_or_none(i)
+        if e is None:
             return False
-        if len(self.paired(i)[0]) < self.needs(i) or not (math.isfinite(e.lo)
-                                                           and math.isfinite(e.hi)):
+        if self.early(i, e):
             return e.estimate < -self.comps[i][0].min_effect / 2
         return self.reachable(i, e)
 
