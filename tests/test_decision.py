@@ -258,3 +258,11 @@ def test_outcomes_are_one_typed_vocabulary_written_as_before():
     e = effect(procs(30.0, 0.001, 4, 1), procs(29.7, 0.001, 4, 2), 0.01, family=40, prior=PRIOR)
     assert e.verdict is d.Outcome.DROP and e.verdict == "DROP"
     assert json.loads(json.dumps({"verdict": e.verdict})) == {"verdict": "DROP"}
+
+
+def test_an_interval_past_any_float_is_described_not_raised():
+    """Two rounds of borrowed noise (1 dof) at the gate's family can give a log bound past 709,
+    where exp overflows: the report says "> +900 %" and keeps a finite change."""
+    e = d.Effect(-0.01, -1789.0, 1789.0, 0.055, 1, 4, 4, d.AMBIGUOUS)
+    assert "> +900 %" in e.describe() and "< -90 %" in e.describe()
+    assert math.isfinite(d.change_of(e.hi)) and d.change_of(e.lo) == -1.0

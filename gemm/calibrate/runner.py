@@ -150,7 +150,8 @@ def _detection(ab: ABRun, i: int, procs: list, cal) -> dict:
             "stopped": closed.stop if closed else None, "overtime": i in ab.over_measured,
             "verdict": "FAILED" if i in ab.failed else e.verdict if e else decision.AMBIGUOUS,
             "change": e.change if e else None,
-            "lo": math.expm1(e.lo) if e else None, "hi": math.expm1(e.hi) if e else None,
+            "lo": decision.change_of(e.lo) if e else None,
+            "hi": decision.change_of(e.hi) if e else None,
             "n_ref": e.n_ref if e else None, "n_new": e.n_new if e else None,
             "prior_sigma": p.sigma if p else None, "prior_dof": p.dof if p else None,
             "rule": e.rule if e else "mean", "values": values}

@@ -2,7 +2,6 @@
 comparisons it left open (`open`: why each, typed by abrun.Stop)."""
 from __future__ import annotations
 
-import math
 
 from ..core import stats
 from . import decision
@@ -99,6 +98,8 @@ def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
         note += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
     elif e.rule == "trimmed":
         note += " (trimmed means: the robust rule)"
+    elif e.rule == "welch":
+        note += " (each arm's own spread, Welch: the rounds reject the calibrated noise)"
     if i in ab.over_measured:
         note += " (overtime: measured past the time budget)"
     if kept:
@@ -106,7 +107,7 @@ def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
                  "UNRESOLVED there)")
     r.effects.append({
         "against": c, "verdict": status, "change": e.change,
-        "lo": math.expm1(e.lo), "hi": math.expm1(e.hi), "sigma": e.sigma, "dof": e.dof,
+        "lo": decision.change_of(e.lo), "hi": decision.change_of(e.hi), "sigma": e.sigma, "dof": e.dof,
         "n_ref": e.n_ref, "n_new": e.n_new, "rule": e.rule, "overtime": i in ab.over_measured,
         "carry": i not in ab.untrusted,   # may the next commit carry these rounds (carry.py)?
         "machine": machine.pair(c, ab.new) if machine else None,

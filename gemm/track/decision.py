@@ -54,14 +54,19 @@ class Effect:
     @property
     def change(self) -> float:
         """The relative change exp(d) - 1 (negative: slower)."""
-        return math.expm1(self.estimate)
+        return change_of(self.estimate)
 
     def describe(self) -> str:
         def pct(x: float) -> str:
-            return signed_pct(math.expm1(x)) + " %"
+            return signed_pct(change_of(x)) + " %"
         return (f"{pct(self.estimate)} [{pct(self.lo)}, {pct(self.hi)}] "
                 f"({self.n_ref} vs {self.n_new} processes, sd {100 * self.sigma:.2f} %, "
                 f"{self.dof} dof)")
+
+
+def change_of(d: float) -> float:
+    """A log difference as a relative change exp(d) - 1, finite however wide the interval."""
+    return math.expm1(min(d, 700.0))
 
 
 def signed_pct(change: float) -> str:
