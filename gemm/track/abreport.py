@@ -109,7 +109,7 @@ def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
         "against": c, "verdict": status, "change": e.change,
         "lo": decision.change_of(e.lo), "hi": decision.change_of(e.hi), "sigma": e.sigma, "dof": e.dof,
         "n_ref": e.n_ref, "n_new": e.n_new, "rule": e.rule, "overtime": i in ab.over_measured,
-        "carry": i not in ab.untrusted,   # may the next commit carry these rounds (carry.py)?
+        "carry": i not in ab.untrusted,   # may the next commit carry these rounds (confirm.evidence)?
         "machine": machine.pair(c, ab.new) if machine else None,
         # the per-process values it was decided on, in round order, for a later rule to try
         "values": {"first": [a for a, _ in refs], "last": [b for _, b in refs],
