@@ -15,6 +15,7 @@ import pytest
 
 from gemm.cli import main as cli_main
 from gemm.track import abreport, abrun, anchor, calibration, decision
+from gemm.calibrate.runner import trial_settings
 from gemm.track.gate import GateConfig
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import ARGS, commit_package, git, new_repo
@@ -761,7 +762,7 @@ def test_a_calibration_trial_measures_only_what_is_undecided(monkeypatch):
 def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=None, **over):
     from gemm.track.gate import GateConfig
     g = GateConfig(max_rounds=5)
-    gate = gate or {"screen": g.trial_settings()["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
+    gate = gate or {"screen": trial_settings(g)["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
                     "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s,
                     "procedure": "a gate A/B per share"}
     det = [{"trial": t, "id": f"{d.name}-{t}", "kernel": "09", "size": "4096", "metric": "tflops", "share": sh,
@@ -1248,7 +1249,7 @@ def test_trials_with_overtime_do_not_join_trials_made_without_it(tmp_path, monke
 def _gate_dict():
     from gemm.track.gate import GateConfig
     g = GateConfig()
-    return {"screen": g.trial_settings()["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
+    return {"screen": trial_settings(g)["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
             "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s,
             "procedure": "a gate A/B per share"}
 

@@ -102,6 +102,18 @@ def noise_rows(got: dict, source: dict | None = None,
     return rows
 
 
+def trial_settings(cfg: GateConfig) -> dict:
+    """The gate settings a calibration's trials are made under (trials join only their own)."""
+    out = {"screen": "half the minimum effect", "min_effect": cfg.min_effect,
+           "alpha": cfg.alpha, "min_rounds": cfg.min_rounds,
+           "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
+    if cfg.robust:
+        out["robust"] = "trimmed"   # (True: tables of the Huber rule before it)
+    if cfg.overtime_s:
+        out["overtime_s"] = cfg.overtime_s
+    return out
+
+
 REFERENCE = "+0 %"   # a trial's reference arm: this code, no delay
 PROCEDURE = "a gate A/B per share"   # in the file's gate settings: trials join only their own
 
@@ -166,7 +178,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     (same settings, kernels, sizes), numbered on per share. `gpu_name`: this GPU's name (a
     file of another is not used); `gpu`: its NVML name and UUID, kept with the noise."""
     old, why_not = calibration.load(out_dir, machine, gpu_name=gpu_name)
-    gate = {**cfg.trial_settings(), "procedure": PROCEDURE}
+    gate = {**trial_settings(cfg), "procedure": PROCEDURE}
     earlier = []
     if add_trials and old is not None and old.doc.get("detection"):
         made = (old.doc.get("gate"),) + _measured(old.doc["detection"])

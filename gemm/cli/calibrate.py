@@ -208,8 +208,9 @@ def _trials_made_under(gate: dict) -> str:
                              g.get("robust"), "means only"),
                 "overtime": f"overtime {g['overtime_s']:g} s" if g.get("overtime_s")
                             else "no overtime"}
+    from ..calibrate.runner import trial_settings
     from ..track.gate import GateConfig
-    now = describe(GateConfig().trial_settings())
+    now = describe(trial_settings(GateConfig()))
     made = describe(gate)
     differ = [now[k] for k in made if made[k] != now[k]]
     return ("made under: " + ", ".join(made.values())

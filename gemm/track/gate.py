@@ -50,17 +50,6 @@ class GateConfig:
         return e or decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family,
                                            prior)
 
-    def trial_settings(self) -> dict:
-        """The settings a calibration's trials are made under (trials join only their own)."""
-        out = {"screen": "half the minimum effect", "min_effect": self.min_effect,
-               "alpha": self.alpha, "min_rounds": self.min_rounds,
-               "max_rounds": self.max_rounds, "budget_s": self.budget_s}
-        if self.robust:
-            out["robust"] = "trimmed"   # (True: tables of the Huber rule before it)
-        if self.overtime_s:
-            out["overtime_s"] = self.overtime_s
-        return out
-
     def validate(self) -> None:
         from .decision import DROP_MIN_ROUNDS
         if self.window < 1:
