@@ -31,7 +31,25 @@ def run(args) -> int:
           f"{policy.mode} L2, CUDA-event medians, {doc['wall_s']:.0f} s")
     for k in kernels:
         print(f"\n{k}\n" + bench_table(doc["records"], k))
+    for line in baseline_lines(doc["records"]):
+        print(line)
     bad = [r for r in doc["records"] if r["status"] not in OK_STATUSES]
     for r in bad:
         print(f"\n{r['kernel']} {r['size']}: {r['status']}: {(r.get('error') or '')[:500]}")
     return 1 if bad else 0
+
+
+def baseline_lines(records) -> list[str]:
+    """One line per problem whose baseline is not today's plain call: the chosen cuBLASLt
+    algorithm that ran (gemm.cuda.basecall), or the fallback and why."""
+    seen, out = set(), []
+    for r in records:
+        call = r.get("baseline_call") or {}
+        key = (call.get("config"), r["size"])
+        if key in seen or not (call.get("call") == "cublaslt" or call.get("fallback")):
+            continue
+        seen.add(key)
+        what = (f"cuBLASLt {call['label']}" if call["call"] == "cublaslt"
+                else f"today's call, FALLBACK: {call['fallback']}")
+        out.append(f"baseline {call['config']} {r['size']}: {what}")
+    return (["", "% of cuBLAS against (baselines/<gpu>-choice.toml):"] + out) if out else []
