@@ -5,13 +5,17 @@ import json
 
 from ..core import shapes
 from ..core.policy import POLICIES
+
+REGIME = {"hot": "hot L2", "cold": "cold L2", "sustained": "hot L2 after 2 s of load"}
 from .common import OK_STATUSES, POLICY_HELP, _need_gpu, _policy, _problems, _sweep, _targets
 
 
 def add_arguments(p) -> None:
     p.add_argument("--kernel", "-k", action="append", help="kernel name or prefix (repeatable)")
     p.add_argument("--sizes", nargs="+", default=list(shapes.TRACKED), help="N (square) or MxNxK")
-    p.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    p.add_argument("--mode", default="hot",
+                   help="hot (default), cold L2, or sustained: hot, after 2 s of back-to-back "
+                        "launches of each function")
     p.add_argument("--policy", default="suite", choices=list(POLICIES), help=POLICY_HELP)
     p.add_argument("--json", help="write the measurement document (every sample) to this file")
 
@@ -28,7 +32,7 @@ def run(args) -> int:
             json.dump(doc, f, indent=1)
     dev = doc.get("device") or {}
     print(f"\n{dev.get('name', '?')} ({dev.get('arch', '?')}, {dev.get('sms', '?')} SMs), "
-          f"{policy.mode} L2, CUDA-event medians, {doc['wall_s']:.0f} s")
+          f"{REGIME[policy.mode]}, CUDA-event medians, {doc['wall_s']:.0f} s")
     for k in kernels:
         print(f"\n{k}\n" + bench_table(doc["records"], k))
     for line in baseline_lines(doc["records"]):
