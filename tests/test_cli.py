@@ -30,7 +30,7 @@ def test_parser_defaults():
     (["bench", "--kernel", "zz"], "unknown kernel 'zz'"),
     (["bench", "--sizes", "12q"], "not N or MxNxK"),
     (["bench", "--sizes", "0"], "at least 1"),
-    (["bench", "--mode", "warm"], "'hot' or 'cold'"),
+    (["bench", "--mode", "warm"], "one of hot, cold, sustained"),
     (["check", "--shapes", "1x2"], "not N or MxNxK"),
 ])
 def test_bad_arguments_are_one_sentence(argv, msg):

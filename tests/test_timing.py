@@ -44,7 +44,7 @@ def test_batch_sizes():
 
 
 def test_policy_validation():
-    with pytest.raises(ValueError, match="hot' or 'cold"):
+    with pytest.raises(ValueError, match="one of hot, cold, sustained"):
         Policy(mode="warm")
     with pytest.raises(ValueError):
         Policy(min_samples=0)
@@ -166,3 +166,32 @@ def test_time_problem_times_every_operand_set_and_frees_the_extra_ones(monkeypat
         worker.time_problem(_job(log, 3), None, first, {"status": "ok"})
     made = [i for what, i in log if what == "alloc"][1:]
     assert [i for what, i in log if what == "free"] == made      # the extra set was freed
+
+
+def test_sustained_mode_loads_each_function_for_two_seconds_before_timing(monkeypatch):
+    """gemm bench --mode sustained: hot L2, graph batches, and before the warm-up each function
+    runs back to back for SUSTAINED_S of GPU time, in chunks that double up to ~50 ms (one
+    synchronisation each)."""
+    from dataclasses import replace
+    from gemm.core.policy import MODES, SUSTAINED_S, named
+    from gemm.measure import timer as tm
+    assert "sustained" in MODES and named("suite", "sustained").mode == "sustained"
+    with pytest.raises(ValueError, match="timing mode"):
+        named("suite", "warm")
+    t = tm.Timer.__new__(tm.Timer)
+    t.p, t.flush = named("suite", "sustained"), None
+    chunks = []
+
+    def fake_time(fn, n, graph=None):
+        chunks.append(n)
+        return n * 0.001                     # 1 ms a launch
+    t._time = fake_time
+    spent = t.load(lambda: None, SUSTAINED_S)
+    assert spent >= SUSTAINED_S and chunks[:3] == [1, 2, 4]
+    assert max(chunks) == 64 and chunks[-1] == 64   # 64 ms chunks: no longer doubled
+    loaded = []
+    t.load = lambda fn, s: loaded.append(s)
+    t._sample = lambda fns, res, graphs: None
+    t.p = replace(t.p, batching="direct")
+    t.measure({"kernel": lambda: None, "cublas": lambda: None})
+    assert loaded == [SUSTAINED_S, SUSTAINED_S]

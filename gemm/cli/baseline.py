@@ -1,7 +1,8 @@
 """`gemm baseline`: today's cuBLAS call against cublasLt's heuristic candidates for the same
 problem, per configuration x size, on this GPU (gemm.measure.baseline); prints a table each
-and writes the comparison (schema gemm.baseline/1) with --json. It changes nothing: the suite
-keeps today's call as its baseline."""
+and writes the comparison (schema gemm.baseline/1) with --json. Measuring changes nothing;
+`--choose` turns recorded comparisons into the GPU model's committed choice file
+(baselines/<gpu>-choice.toml, gemm.core.ltchoice), which the suite's baseline follows."""
 from __future__ import annotations
 
 import json
@@ -30,6 +31,12 @@ def add_arguments(p) -> None:
     p.add_argument("--budget-s", type=float, default=300.0,
                    help="start no new problem after this many seconds (default 300)")
     p.add_argument("--json", help="write the comparison (schema gemm.baseline/1) to this file")
+    p.add_argument("--choose", nargs="+", metavar="JSON",
+                   help="measure nothing: from these gemm.baseline/1 files (one GPU model, "
+                   "any number of GPUs) write the model's choice file, the algorithm the "
+                   "suite's baseline runs per configuration x size (gemm.core.ltchoice)")
+    p.add_argument("--out", help="with --choose: the file to write (default "
+                   "baselines/<gpu>-choice.toml; - prints it)")
 
 
 def _configs(names) -> list[str]:
@@ -65,7 +72,39 @@ def _check_args(args) -> tuple[list[str], list]:
     return configs, problems
 
 
+def choose(args) -> int:
+    """`--choose`: the choice file from recorded comparisons; no GPU."""
+    from ..core import ltchoice
+    docs = []
+    for name in args.choose:
+        try:
+            with open(name) as f:
+                docs.append((name, json.load(f)))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--choose {name} cannot be read as JSON ({exc})") from None
+    try:
+        cf = ltchoice.choose(docs, made_by="gemm baseline --choose " + " ".join(args.choose))
+    except ltchoice.ChoiceError as exc:
+        raise UsageError(str(exc)) from None
+    text = ltchoice.render(cf)
+    if args.out == "-":
+        print(text, end="")
+        return 0
+    out = args.out or str(ltchoice.path_for(cf.slug))
+    with open(out, "w") as f:
+        f.write(text)
+    chosen = [e for e in cf.entries if e.call is ltchoice.Call.CUBLASLT]
+    print(f"{out}: {cf.gpu}, {len(cf.entries)} configuration x size entries, "
+          f"{len(chosen)} on cuBLASLt" + "".join(f"\n  {e.config} {e.size}: {e.algo.label()} "
+                                              f"({e.why})" for e in chosen))
+    return 0
+
+
 def run(args) -> int:
+    if args.choose:
+        return choose(args)
+    if args.out:
+        raise UsageError("--out goes with --choose")
     configs, problems = _check_args(args)
     _need_gpu()
     from ..cuda.device import GPUUnavailable

@@ -41,7 +41,8 @@ COMMANDS = (
     ("tune", tune, "search a kernel's constants on this GPU (its `tune` space)"
      " and write the winners per tuning bucket to kernels/tuned/<gpu>.toml"),
     ("baseline", baseline, "today's cuBLAS call against cublasLt's heuristic candidates, "
-     "timed interleaved per configuration and size (changes nothing)"),
+     "timed interleaved per configuration and size; --choose writes "
+     "baselines/<gpu>-choice.toml, the baseline the suite runs"),
     ("machine", machine, "write asv's machine file for this GPU"),
     ("summary", summary, "markdown summary of a commit's sweeps and gate report (CI)"),
     ("explain", explain, "why a kernel changed: resources, SASS and launch of two builds; "

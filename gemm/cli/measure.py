@@ -19,7 +19,9 @@ def add_arguments(p) -> None:
     p.add_argument("--task", action="append", metavar="KERNEL@SIZE",
                    help="one (kernel, size) pair, instead of --kernel x --sizes (repeatable; "
                    "measured in the order given)")
-    p.add_argument("--mode", default="hot", help="hot (default) or cold L2")
+    p.add_argument("--mode", default="hot",
+                   help="hot (default), cold L2, or sustained: hot, after 2 s of back-to-back "
+                        "launches of each function")
     p.add_argument("--policy", default="suite", choices=list(POLICIES), help=POLICY_HELP)
     p.add_argument("--json", default="-", help="where the document goes (default: stdout)")
     p.add_argument("--probe", action="store_true", help="only say whether a GPU is usable")

@@ -139,9 +139,19 @@ def parse_asv(name: str, params: tuple) -> Series | None:
     return None
 
 
-def version(metric: Metric, policy, baseline: bool = False) -> str:
-    """The asv benchmark version of a series: a fingerprint of how it is measured."""
-    blob = json.dumps({"policy": policy.as_dict(), "metric": metric.definition(),
-                       "series": "baseline measured alone" if baseline
-                       else "kernel, baseline interleaved"}, sort_keys=True)
+# the kernel metrics whose value moves with the baseline's algorithm
+BASELINE_DEPENDENT = frozenset({PCT_OF_CUBLAS.key, TIME_RATIO.key})
+
+
+def version(metric: Metric, policy, baseline: bool = False,
+            baseline_call: str | None = None) -> str:
+    """The asv benchmark version of a series: a fingerprint of how it is measured.
+    `baseline_call`: the fingerprint of the kernel's baseline where a choice file replaces
+    today's cuBLAS call (gemm.core.ltchoice.fingerprint); it enters the versions of
+    BASELINE_DEPENDENT metrics only, and None leaves every version as it was."""
+    what = {"policy": policy.as_dict(), "metric": metric.definition(),
+            "series": "baseline measured alone" if baseline else "kernel, baseline interleaved"}
+    if baseline_call is not None and not baseline and metric.key in BASELINE_DEPENDENT:
+        what["baseline_call"] = baseline_call
+    blob = json.dumps(what, sort_keys=True)
     return f"{metric.key}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"

@@ -21,6 +21,13 @@ from dataclasses import asdict, dataclass, field, replace
 from . import stats
 
 
+# hot: L2 warm, the suite's burst regime; cold: L2 flushed before each timed batch;
+# sustained: hot, after SUSTAINED_S of back-to-back launches of each function (the clocks a
+# GPU under load settles at: docs/measurement.md)
+MODES = ("hot", "cold", "sustained")
+SUSTAINED_S = 2.0
+
+
 @dataclass(frozen=True)
 class Policy:
     mode: str = "hot"
@@ -39,8 +46,8 @@ class Policy:
     allocations: int = 1           # operand sets timed in turn, each under the stop rule above
 
     def __post_init__(self) -> None:
-        if self.mode not in ("hot", "cold"):
-            raise ValueError(f"timing mode must be 'hot' or 'cold', got {self.mode!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"timing mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.batching not in ("graph", "direct"):
             raise ValueError(f"batching must be 'graph' or 'direct', got {self.batching!r}")
         if self.min_samples < 1 or self.min_samples_capped < 1 or self.max_samples < self.min_samples:

@@ -12,8 +12,10 @@ float32 scalars. A and B are float32 (fp32, tf32) or bfloat16 (bf16). Compute ty
   bf16  COMPUTE_32F            (today: cublasGemmEx, BF16 in, COMPUTE_32F)
 
 The heuristic is asked with a workspace limit (MAX_WORKSPACE_BYTES; 32 MiB by default, as
-frameworks give cuBLAS on Hopper) and each launch passes that workspace. Every binding call is
-through `self.lt`, so a test can hand in a fake module with the same names.
+frameworks give cuBLAS on Hopper) and each launch passes that workspace. `recreate` builds a
+recorded algorithm again from its configuration (the suite's baseline where a choice file
+names one: gemm.cuda.basecall). Every binding call is through `self.lt`, so a test can hand
+in a fake module with the same names.
 """
 from __future__ import annotations
 
@@ -45,6 +47,10 @@ def bindings():
     except Exception as exc:
         raise GPUUnavailable(f"nvmath-python's cuBLASLt bindings are not usable ({exc})") from None
     return cublasLt
+
+
+class RecreateError(RuntimeError):
+    """A recorded algorithm that cannot be built again here; says why in one sentence."""
 
 
 @dataclass
@@ -86,8 +92,9 @@ class LtMatmul:
         self.compute = compute or COMPUTE_OF[precision]
         self.M, self.N, self.K = M, N, K
         self.workspace, self.workspace_bytes = int(workspace), int(workspace_bytes)
-        self._scalars = np.array([1.0, 0.0], dtype=np.float32)   # alpha, beta (host pointers)
+        self.precision = precision
         self._results = None
+        self._recreated: list = []        # the algo structs of recreate()
         self.handle = self.desc = self.pref = None
         self.layouts: list = []
         try:
@@ -166,15 +173,65 @@ class LtMatmul:
                     pass
         return out
 
-    def launcher(self, cand: Candidate):
-        """launch(a, b, out, stream=None) like gemm.cuda.cublas's: C = A @ B into `out`."""
+    def recreate(self, algo: dict) -> Candidate:
+        """The algorithm `algo` (CONFIG_ATTRS' keys, enums by name or id) built anew for this
+        problem: cublasLtMatmulAlgoInit, each attribute set, cublasLtMatmulAlgoCheck; then read
+        back. RecreateError where a value is unknown, the check refuses it, it needs more
+        workspace than this problem has, or an attribute reads back different."""
+        lt = self.lt
+        dtype = np.dtype(lt.matmul_heuristic_result_dtype)
+        res = np.zeros(2, dtype=dtype)          # [0]: the algo's storage, [1]: the check's
+        ptr = res.ctypes.data + dtype.fields["algo"][1]
+        t_in = CUDA_R_16BF if self.precision == "bf16" else CUDA_R_32F
+        try:
+            lt.matmul_algo_init(self.handle, COMPUTE_IDS[self.compute], CUDA_R_32F, t_in, t_in,
+                                CUDA_R_32F, CUDA_R_32F, int(algo["id"]), ptr)
+            for member, key in CONFIG_ATTRS[1:]:
+                if algo.get(key) is None:
+                    continue
+                attr = getattr(lt.MatmulAlgoConfigAttribute, member)
+                self._set(lt.matmul_algo_config_set_attribute,
+                          lt.get_matmul_algo_config_attribute_dtype, ptr, attr,
+                          self._enum_id(key, algo[key]))
+            la, lb, lc = self.layouts
+            lt.matmul_algo_check(self.handle, self.desc, la, lb, lc, lc, ptr,
+                                 res.ctypes.data + dtype.itemsize)
+        except RecreateError:
+            raise
+        except Exception as exc:
+            raise RecreateError(f"cuBLASLt refused it ({type(exc).__name__}: {exc})") from None
+        needs = int(res[1]["workspace_size"])
+        if needs > self.workspace_bytes:
+            raise RecreateError(f"it needs {needs} bytes of workspace, {self.workspace_bytes} "
+                                f"given")
+        got = self.config_of(ptr)
+        differ = [k for k, v in algo.items() if v is not None and got.get(k) != v]
+        if differ:
+            raise RecreateError("it reads back different: " + ", ".join(
+                f"{k} {got.get(k)!r} for {algo[k]!r}" for k in differ))
+        self._recreated.append(res)
+        return Candidate(rank=-1, algo=got, workspace_bytes=needs, ptr=ptr)
+
+    def _enum_id(self, key: str, value) -> int:
+        if isinstance(value, int) or key not in ENUM_NAMES:
+            return int(value)
+        enum_name, prefix = ENUM_NAMES[key]
+        try:
+            return int(getattr(self.lt, enum_name)[prefix + str(value)])
+        except Exception:
+            raise RecreateError(f"these bindings know no {enum_name} {value!r}") from None
+
+    def launcher(self, cand: Candidate, alpha: float = 1.0, beta: float = 0.0):
+        """launch(a, b, out, stream=None) like gemm.cuda.cublas's: C = alpha A @ B + beta C
+        into `out`."""
         lt, h, desc = self.lt, self.handle, self.desc
         la, lb, lc = self.layouts
-        pa = self._scalars.ctypes.data
-        pb = pa + self._scalars.itemsize
+        scal = np.array([alpha, beta], dtype=np.float32)   # host pointers, kept by the closure
+        pa = scal.ctypes.data
+        pb = pa + scal.itemsize
         ws, ws_bytes, algo = self.workspace, self.workspace_bytes, cand.ptr
 
-        def launch(a, b, out, stream=None, _keep=(self._scalars, self._results)):
+        def launch(a, b, out, stream=None, _keep=(scal, self._results, self._recreated)):
             s = 0 if stream is None else int(stream.handle)
             lt.matmul(h, desc, pa, int(b), la, int(a), lb, pb, int(out), lc, int(out), lc,
                       algo, ws, ws_bytes, s)

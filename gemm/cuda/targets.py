@@ -9,13 +9,15 @@ BASELINE_PRECISION = {b: format_of_baseline(b).precision for b in BASELINES}
 
 class Target:
     """`launcher(prob)` gives launch(a, b, c, stream=None); `close()` frees what it holds;
-    `fmt` says how it wants A and B stored."""
+    `fmt` says how it wants A and B stored; `baseline`: for a cuBLAS configuration, its
+    gemm.cuda.basecall.Baseline (which call runs per problem), else None."""
 
     def __init__(self, name: str, precision: str, make, close=lambda: None,
                  fmt: OperandFormat | None = None) -> None:
         self.name, self.precision = name, precision
         self.fmt = fmt or OperandFormat(precision)
         self._make, self._close = make, close
+        self.baseline = None
 
     def launcher(self, prob):
         return self._make(prob)
@@ -45,7 +47,9 @@ def open_target(target: str | KernelSpec, stream=None) -> Target:
         check_runnable(what)
         return Target(what.name, what.precision, lambda prob: launcher(what, prob),
                       fmt=what.operands)
-    from .cublas import Cublas
-    blas = Cublas(what, stream=stream)
-    return Target(what, BASELINE_PRECISION[what], blas.launcher, blas.close,
-                  fmt=format_of_baseline(what))
+    from .basecall import open_baseline
+    base = open_baseline(what, stream=stream)
+    target = Target(what, BASELINE_PRECISION[what], base.launcher, base.close,
+                    fmt=format_of_baseline(what))
+    target.baseline = base
+    return target

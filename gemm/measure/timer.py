@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..core import stats
-from ..core.policy import Measurement, Policy, batch_size
+from ..core.policy import SUSTAINED_S, Measurement, Policy, batch_size
 
 
 class Timer:
@@ -37,9 +37,23 @@ class Timer:
         self.end.synchronize()
         return self.end.time_since(self.start) / 1e3
 
+    def load(self, fn, seconds: float) -> float:
+        """Back-to-back launches of fn for at least `seconds` of GPU time, in chunks that grow
+        to ~50 ms (one synchronisation each); returns the GPU seconds spent."""
+        spent, n = 0.0, 1
+        while spent < seconds:
+            t = self._time(fn, n)
+            spent += t
+            if t < 0.05:
+                n *= 2
+        return spent
+
     def measure(self, fns: dict) -> dict[str, Measurement]:
         """Interleaved measurement of several functions under the one policy."""
         res = {name: Measurement() for name in fns}
+        if self.p.mode == "sustained":
+            for fn in fns.values():
+                self.load(fn, SUSTAINED_S)
         for name, fn in fns.items():  # warm-up, then size the batch from the warm launches
             spent, times = 0.0, []
             while spent < self.p.warmup_s or not times:
@@ -50,7 +64,7 @@ class Timer:
                     break
             res[name].batch = batch_size(self.p, stats.median(times[1:] or times))
         graphs = {}
-        if self.p.mode == "hot" and self.p.batching == "graph":
+        if self.p.mode != "cold" and self.p.batching == "graph":
             from ..cuda.graphs import CapturedBatch
             for name, fn in fns.items():
                 if res[name].batch > 1:

@@ -9,7 +9,8 @@ pays one start-up (about 1.5 s: context, cuBLAS, checker), not one per kernel; e
 own start is its load (about 0.25 s, in its first record's wall["open_s"]).
 
 Per problem: `check_problem` (fresh random operands, every (alpha, beta) pair, kernel and
-baseline, on the GPU correctness path), then `time_problem` (fixed-seed operands, beta = 0,
+baseline, on the GPU correctness path; a chosen cuBLASLt baseline that fails it falls back
+to today's call, recorded in `baseline_call`), then `time_problem` (fixed-seed operands, beta = 0,
 kernel and baseline interleaved under the policy); `triage` turns an exception into a status.
 A target that is a cuBLAS configuration is checked and timed alone.
 """
@@ -161,6 +162,10 @@ def check_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
         try:
             for role, target in who:
                 v = job.checker.check(target.launcher(p), ops, p, target.precision, ref)
+                base = getattr(target, "baseline", None) if role == "baseline" else None
+                if not v.ok and base is not None and base.fall_back(p, f"it failed the check: "
+                                                                        f"{v}"):
+                    v = job.checker.check(target.launcher(p), ops, p, target.precision, ref)
                 rec["checks"].append({"who": role, "alpha": alpha, "beta": beta, **v.as_dict()})
                 if not v.ok and rec["status"] == "ok":
                     wrong = "wrong" if role == "kernel" or job.alone else "baseline_wrong"
@@ -168,6 +173,9 @@ def check_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
         finally:
             for buf in ref:
                 buf.free()
+    base = getattr(job.baseline, "baseline", None)
+    if base is not None:   # which call the baseline ran (gemm.cuda.basecall), fallback and why
+        rec["baseline_call"] = base.describe(prob).as_dict()
 
 
 def _with_delay(job: Job, launch, ops, rec: dict, share: float, source: str):

@@ -19,7 +19,7 @@ import sys
 import types
 from pathlib import Path
 
-from ..core import metrics, registry, shapes
+from ..core import ltchoice, metrics, registry, shapes
 from ..core.policy import SUITE
 
 SIZES = list(shapes.TRACKED)
@@ -158,7 +158,8 @@ def _track(metric: metrics.Metric, baseline: bool, spec=None):
         def track(self, cache, size):
             return samples(cache, metric, size)
     track.unit = unit_for(metric, spec)
-    track.version = metrics.version(metric, SUITE, baseline=baseline)
+    track.version = metrics.version(metric, SUITE, baseline=baseline, baseline_call=None
+                                    if spec is None else ltchoice.fingerprint(spec.baseline))
     return track
 
 
