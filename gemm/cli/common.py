@@ -4,6 +4,7 @@ policies resolved as the commands take them, the GPU check and the sweep with it
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from ..core import registry, shapes
 from ..core.policy import Policy, named
@@ -44,10 +45,13 @@ def _problems(sizes):
 
 
 def _policy(mode: str, name: str = "suite") -> Policy:
+    """The named policy in `mode`; sustained mode keeps every sample (no clock floor): the
+    clocks a loaded GPU settles at are what it measures."""
     try:
-        return named(name, mode)
+        p = named(name, mode)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    return replace(p, throttle_fraction=0.0) if p.mode == "sustained" else p
 
 
 def need_modules(*modules: str, extra: str = "track") -> None:
