@@ -179,7 +179,7 @@ def test_the_robust_rule_flags_no_change_in_no_trial():
     assert flagged == 0
 
 
-def test_a_prior_the_rounds_reject_is_not_pooled():
+def test_a_prior_the_rounds_reject_gives_way_to_each_arms_own_spread():
     """Rounds whose own spread the calibrated noise cannot explain (a GPU that stepped between
     them) are judged on each arm's own spread (Welch): the prior's dof does not join the arm
     that rejects it, and a step of 3 % in one round of two stays undecided."""
@@ -262,7 +262,27 @@ def test_outcomes_are_one_typed_vocabulary_written_as_before():
 
 def test_an_interval_past_any_float_is_described_not_raised():
     """Two rounds of borrowed noise (1 dof) at the gate's family can give a log bound past 709,
-    where exp overflows: the report says "> +900 %" and keeps a finite change."""
+    where exp overflows: the report says "> +900 %" and the kept effect holds inf, as before."""
     e = d.Effect(-0.01, -1789.0, 1789.0, 0.055, 1, 4, 4, d.AMBIGUOUS)
     assert "> +900 %" in e.describe() and "< -90 %" in e.describe()
-    assert math.isfinite(d.change_of(e.hi)) and d.change_of(e.lo) == -1.0
+    assert d.change_of(e.hi) == math.inf and d.change_of(e.lo) == -1.0   # kept as Infinity
+
+
+def test_a_shift_shared_by_a_rounds_processes_is_not_counted_as_independent_processes():
+    """The new code's two processes of a round agree, its rounds do not (a shift of 1 % in one
+    round of three): Welch on the processes would count 6 independent values and call a DROP
+    of -3.8 % from what is one round's shift; the arm's round means (2 dof) leave it open."""
+    ref = [[30.0, 30.01], [29.99, 30.0], [30.0, 30.0]]
+    new = [[28.95, 28.96], [28.71, 28.72], [28.95, 28.94]]
+    e = d.effect_rounds(ref, new, 0.01, family=d.family_size(12, 1, 8), prior=d.Noise(0.001, 40))
+    assert e.rule == "welch" and e.verdict == d.AMBIGUOUS and e.dof <= 3
+
+
+def test_the_site_says_an_unbounded_interval_plainly():
+    """A kept effect's bound of inf (or a huge one kept before the guard) reads "> +900 %" on
+    the verdict and series pages, not "+inf %" or a number of 300 digits."""
+    from gemm.record.sitedata import pct
+    from gemm.record.verdict_page import _pct
+    for hi in (math.inf, 1.0142320547350045e+304):
+        assert pct(hi) == "> +900 %" and _pct(hi) == "> +900 %"
+    assert pct(-0.0123) == "-1.2 %" and _pct(-0.0123) == "-1.23 %"

@@ -1251,7 +1251,25 @@ def _gate_dict():
     g = GateConfig()
     return {"screen": trial_settings(g)["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
             "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s,
-            "procedure": "a gate A/B per share"}
+            "procedure": "a gate A/B per share", "prior_rejected": "welch"}
+
+
+def test_trials_under_the_welch_fallback_do_not_join_trials_made_before_it(tmp_path, monkeypatch):
+    """Where the rounds reject the prior, trials decide by Welch since 2e332d0 (before: by the
+    rounds' spread alone); the file's gate settings say so, and a table without it refuses the
+    new trials (--add-trials)."""
+    from gemm.calibrate import runner as calibrate
+    from gemm.track.gate import GateConfig
+    monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
+        (k, s, m): 30.0 * (0.97 if env else 1.0) for k, ss in series.items() for s in ss
+        for m in calibrate.METRICS})
+    before = {k: v for k, v in _gate_dict().items() if k != "prior_rejected"}
+    _cal_file(tmp_path, trials=(1,), gate={**before, "robust": "trimmed",
+                                            "overtime_s": GateConfig().overtime_s})
+    with pytest.raises(calibrate.Refused, match="other gate settings"):
+        calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
+                      GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
+    assert trial_settings(GateConfig())["prior_rejected"] == "welch"
 
 
 def test_trials_of_the_gates_engine_do_not_join_trials_made_before_it(tmp_path, monkeypatch):

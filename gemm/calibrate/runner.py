@@ -109,6 +109,7 @@ def trial_settings(cfg: GateConfig) -> dict:
            "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
     if cfg.robust:
         out["robust"] = "trimmed"   # (True: tables of the Huber rule before it)
+    out["prior_rejected"] = "welch"   # (absent: the rounds' spread alone, before 2e332d0)
     if cfg.overtime_s:
         out["overtime_s"] = cfg.overtime_s
     return out

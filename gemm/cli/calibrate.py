@@ -167,7 +167,7 @@ def _source_label(src: dict) -> str:
 
 def _calibrate_pool(args) -> int:
     """`gemm calibrate --pool FILE...`: other GPUs' A/A noise pooled into this machine's file
-    (gemm.calibrate.runner.pool); nothing is measured, no GPU is needed."""
+    (gemm.calibrate.pooling.pool); nothing is measured, no GPU is needed."""
     from ..calibrate import runner as calibrate
     machine = _machine_of(args, args.pool, "--pool")
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
@@ -182,7 +182,7 @@ def _calibrate_pool(args) -> int:
 
 def _calibrate_join(args) -> int:
     """`gemm calibrate --join FILE...`: other files' detection trials join this machine's
-    file (gemm.calibrate.runner.join); nothing is measured, no GPU is needed."""
+    file (gemm.calibrate.pooling.join); nothing is measured, no GPU is needed."""
     from ..calibrate import runner as calibrate
     machine = _machine_of(args, args.join, "--join")
     try:

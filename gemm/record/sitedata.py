@@ -39,6 +39,9 @@ def min_effect_floor(size: str) -> float | None:
 
 
 def pct(x, digits: int = 1) -> str:
+    """A relative change in percent; an interval's bound past +900 % (1-2 dof) says only that."""
+    if x is not None and x >= 9:
+        return "> +900 %"
     return "" if x is None or not finite(x) else f"{100 * x:+.{digits}f} %"
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..core import metrics
 from ..store import verdicts
+from ..track.decision import signed_pct
 from . import series_page
 from .sitedata import CLASSES
 from .webpage import esc, nav, page
@@ -24,7 +25,7 @@ ORDER = ("DROP", "FAILED", "MISSING", "UNRESOLVED", "noise", "improved", "new", 
 
 
 def _pct(x) -> str:
-    return "" if x is None else f"{100 * x:+.2f} %"
+    return "" if x is None else signed_pct(x) + " %"
 
 
 def _item(r: dict) -> str:

@@ -38,7 +38,7 @@ def power_note(ab, r: Row, e) -> str:
 def left_open(ab, i: int, stop: Stop, e=None) -> dict:
     """Comparison i left open, as a row's `open` has it (docs/gate.md)."""
     closed = ab.closed.get(i)
-    return {"against": ab.comps[i][1], "stop": stop, "rounds": ab.rounds(i), "kept": ab.kept(i),
+    return {"against": ab.comps[i][1], "stop": stop, "rounds": len(ab.paired(i)[0]), "kept": ab.kept(i),
             "after": closed.after if closed else ab.total,
             "needs": rounds_needed(ab, ab.comps[i][0], e) if e is not None else None}
 
@@ -98,7 +98,7 @@ def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
         note += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
     elif e.rule == "trimmed":
         note += " (trimmed means: the robust rule)"
-    elif e.rule == "welch":
+    if e.rule == "welch":
         note += " (each arm's own spread, Welch: the rounds reject the calibrated noise)"
     if i in ab.over_measured:
         note += " (overtime: measured past the time budget)"

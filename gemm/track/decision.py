@@ -65,8 +65,8 @@ class Effect:
 
 
 def change_of(d: float) -> float:
-    """A log difference as a relative change exp(d) - 1, finite however wide the interval."""
-    return math.expm1(min(d, 700.0))
+    """A log difference as a relative change exp(d) - 1; inf past what a float holds."""
+    return math.expm1(d) if d < 709.0 else math.inf
 
 
 def signed_pct(change: float) -> str:
@@ -193,18 +193,11 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
 
 def _welch(d: float, rounds, delta: float, alpha: float, family: int, prior: Noise) -> Effect:
     """Where the rounds reject the calibrated noise (the new code may be noisier than the code
-    it was calibrated on): each arm's own variance over its process values, pooled with the
-    prior only where that arm's values fit it, Welch-Satterthwaite dof (docs/gate.md)."""
-    arms = []
-    for xs in ([x for a, _ in rounds for x in a], [x for _, b in rounds for x in b]):
-        ss, dof = _ss(xs), len(xs) - 1
-        if dof >= 1 and prior_fits(ss, dof, prior.sigma ** 2):
-            pdof = dof if prior.borrowed else prior.dof
-            ss, dof = ss + pdof * prior.sigma ** 2, dof + pdof
-        arms.append((ss / dof if dof else math.inf, dof, len(xs)))
+    it was calibrated on): each arm's own variance (_arm), Welch-Satterthwaite dof."""
+    arms = [_arm([a for a, _ in rounds], prior), _arm([b for _, b in rounds], prior)]
     parts = [var / n for var, _, n in arms]
     se2 = sum(parts)
-    n_ref, n_new = arms[0][2], arms[1][2]
+    n_ref, n_new = (sum(len(r[i]) for r in rounds) for i in (0, 1))
     if not (math.isfinite(se2) and se2 > 0):
         return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS, "welch")
     dof = se2 ** 2 / sum(p ** 2 / a[1] for p, a in zip(parts, arms))
@@ -212,6 +205,29 @@ def _welch(d: float, rounds, delta: float, alpha: float, family: int, prior: Noi
     sd = math.sqrt(se2 / (1 / n_ref + 1 / n_new))
     return Effect(d, d - half, d + half, sd, int(dof), n_ref, n_new,
                   classify(d - half, d + half, delta / 2, len(rounds)), "welch")
+
+
+def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
+    """(variance of one unit, dof, units) of one arm's log values, round by round: its process
+    values, pooled with the prior where they fit it; but its round means where its rounds
+    differ more than its processes within them do (F-test at PRIOR_FIT): a shift shared by a
+    round's processes must not count as independent processes."""
+    from scipy import stats as st
+    xs = [x for g in groups for x in g]
+    within, w_dof = sum(_ss(g) for g in groups), sum(len(g) - 1 for g in groups)
+    means = [sum(g) / len(g) for g in groups]
+    between = sum(len(g) * (m - sum(xs) / len(xs)) ** 2 for g, m in zip(groups, means))
+    if len(groups) > 1 and w_dof and (
+            within <= 0 < between
+            or within > 0 and st.f.sf(between / (len(groups) - 1) / (within / w_dof),
+                                      len(groups) - 1, w_dof) < PRIOR_FIT):
+        dof = len(means) - 1
+        return _ss(means) / dof, dof, len(means)
+    ss, dof = _ss(xs), len(xs) - 1
+    if dof >= 1 and prior_fits(ss, dof, prior.sigma ** 2):
+        pdof = dof if prior.borrowed else prior.dof
+        ss, dof = ss + pdof * prior.sigma ** 2, dof + pdof
+    return (ss / dof if dof else math.inf), dof, len(xs)
 
 
 def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
