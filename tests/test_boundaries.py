@@ -64,9 +64,10 @@ def test_the_ab_and_the_calibration_trials_count_the_same_family(monkeypatch):
     seen = []
 
     class Spy(GateConfig):
-        def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior):
+        def decide(self, ref_rounds, new_rounds, delta, family, prior, robust_prior, ks=None):
             seen.append(family)
-            return super().decide(ref_rounds, new_rounds, delta, family, prior, robust_prior)
+            return super().decide(ref_rounds, new_rounds, delta, family, prior, robust_prior,
+                                  ks)
     monkeypatch.setattr(calibrate.abtest, "measure", lambda root, series, env=None, **kw: {
         (k, s, m): 30.0 for k, ss in series.items() for s in ss for m in calibrate.METRICS})
     prior = {("09", "4096", m): d.Noise(0.003, 29) for m in calibrate.METRICS}

@@ -286,3 +286,32 @@ def test_the_site_says_an_unbounded_interval_plainly():
     for hi in (math.inf, 1.0142320547350045e+304):
         assert pct(hi) == "> +900 %" and _pct(hi) == "> +900 %"
     assert pct(-0.0123) == "-1.2 %" and _pct(-0.0123) == "-1.23 %"
+
+
+def test_a_new_code_noisier_than_its_prior_is_caught_by_its_pairs_within_rounds():
+    """Two rounds whose e_i happen to agree pass the 1-dof fit test even where the new code is
+    far noisier than the prior (here its two processes of a round 1 % apart, the prior 0.1 %):
+    its pairs within rounds, less the drift the reference shows (R N N R: k = 3), reject the
+    prior (r dof), and Welch leaves the -1 % open instead of a DROP on the prior's sd."""
+    ref, new = [[29.98, 30.01], [29.96, 30.0]], [[29.6, 29.88], [29.48, 29.79]]
+    fam = d.family_size(12, 1, 8)
+    e = d.effect_rounds(ref, new, 0.01, family=fam, prior=d.Noise(0.001, 40), ks=[3, 3])
+    assert e.rule == "welch" and e.verdict == d.AMBIGUOUS
+    rng = random.Random(3)
+    drops = 0
+    for _ in range(3000):           # no change, the new code 10x noisier than the prior
+        r = [[30 * math.exp(rng.gauss(0, 0.001)) for _ in range(2)] for _ in range(2)]
+        n = [[30 * math.exp(rng.gauss(0, 0.01)) for _ in range(2)] for _ in range(2)]
+        drops += d.effect_rounds(r, n, 0.01, family=fam, prior=d.Noise(0.001, 40),
+                                 ks=[3, 3]).verdict == d.DROP
+    assert drops <= 10              # 1.2 % of comparisons without the pairs, 0.13 % with them
+
+
+def test_a_linear_drift_passes_the_pairs_test():
+    """A GPU drifting -0.4 % per process: the new code's pair moves one step, the reference's
+    three; less a third of the reference's move, nothing is left: the prior stands."""
+    step = 0.004
+    ref = [[30.0, 30.0 * math.exp(-3 * step)]] * 2
+    new = [[29.7 * math.exp(-step), 29.7 * math.exp(-2 * step)]] * 2
+    e = d.effect_rounds(ref, new, 0.01, family=40, prior=d.Noise(0.001, 40), ks=[3, 3])
+    assert e.rule == "mean" and e.verdict == d.DROP

@@ -264,10 +264,10 @@ class ABRun:
     def effect(self, i: int):
         """Comparison i's effect (ValueError without a complete round or with a failed value)."""
         r = self.comps[i][0]
-        refs, news, _ = self.paired(i)
+        refs, news, ks = self.paired(i)
         robust = (self.cal.robust_prior(r.kernel, r.size, r.metric)
                   if self.cal is not None and self.cfg.robust and not self.kept(i) else None)
-        return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust)
+        return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust, ks)
 
     def effect_or_none(self, i: int):
         try:

@@ -172,7 +172,7 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
 
 
 def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
-                  prior: Noise | None = None) -> Effect:
+                  prior: Noise | None = None, ks=None) -> Effect:
     """The mean rule: d = the mean over rounds of mean(log new_i) - mean(log ref_i), its noise
     the rounds' spread pooled with the prior's. `ref_rounds[i]`, `new_rounds[i]`: round i."""
     _check(delta, alpha, family)
@@ -185,10 +185,23 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     n_ref = sum(len(a) for a, _ in rounds)
     n_new = sum(len(b) for _, b in rounds)
     scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r if prior is not None else 1.0
-    if prior is not None and not prior_fits(_ss(es), r - 1, scale * prior.sigma ** 2):
+    if prior is not None and not (prior_fits(_ss(es), r - 1, scale * prior.sigma ** 2)
+                                  and _pairs_fit(rounds, ks, prior)):
         return _welch(d, rounds, delta, alpha, family, prior)
     lo, hi, sd, dof = _interval(d, _ss(es), r - 1, prior, scale, 1 / math.sqrt(r), alpha, family)
     return Effect(d, lo, hi, sd, dof, n_ref, n_new, classify(lo, hi, delta / 2, r))
+
+
+def _pairs_fit(rounds, ks, prior: Noise) -> bool:
+    """Do the new code's two processes of each round agree with the prior, less the drift the
+    reference's two show (R N N R: k steps apart, the new code's one step)? r dof where the
+    e_i have r - 1: a new code far noisier than the prior rarely passes both. True without
+    the rounds' `ks` (direct callers) or without whole R N N R rounds."""
+    pairs = [(a, b, k) for (a, b), k in zip(rounds, ks or []) if len(a) == len(b) == 2 and k]
+    if not pairs or len(pairs) != len(rounds):
+        return True
+    ss = sum(((b[1] - b[0]) - (a[1] - a[0]) / k) ** 2 / (1 + 1 / k ** 2) for a, b, k in pairs)
+    return prior_fits(ss, len(pairs), 2 * prior.sigma ** 2)
 
 
 def _welch(d: float, rounds, delta: float, alpha: float, family: int, prior: Noise) -> Effect:

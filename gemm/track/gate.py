@@ -42,13 +42,15 @@ class GateConfig:
     overtime_s: float = 60.0     # past budget_s, how long more a likely DROP is measured
     carry_commits: int = 3       # a series UNRESOLVED this many commits running fails
 
-    def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior):
-        """The robust rule where on and the series has a robust prior, else the mean rule."""
+    def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior,
+               ks=None):
+        """The robust rule where on and the series has a robust prior, else the mean rule
+        (`ks`: each round's steps between the reference's two processes, R N N R: 3)."""
         from . import decision
         e = decision.effect_trimmed(ref_rounds, new_rounds, delta, self.alpha, family,
                                     robust_prior) if self.robust else None
         return e or decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family,
-                                           prior)
+                                           prior, ks)
 
     def validate(self) -> None:
         from .decision import DROP_MIN_ROUNDS
