@@ -104,7 +104,9 @@ def test_ci_scripts_parse(script):
 def test_the_power_simulation_separates_no_change_from_a_clear_drop():
     """ci/probes/power_sim.py resamples A/A values through the gate's rule: with a tight
     normal-like sample, no change is never a DROP and a 2 % drop always is; a heavy tail in
-    the prior (sd) costs power that the robust sd would not."""
+    the prior (sd) costs power that the robust sd would not. (Since 7696303 the tight prior
+    is rejected where a tail value falls in a round of the new code, the pairs test: its
+    power on this tailed sample went from over 0.7 to 0.57.)"""
     import random
     from gemm.track import decision
     from gemm.track.gate import GateConfig
@@ -121,7 +123,7 @@ def test_the_power_simulation_separates_no_change_from_a_clear_drop():
     wide, tight = decision.Noise(0.0024, 29), decision.Noise(0.0011, 29)
     p_wide = sim.simulate(tailed, 0.01, wide, 3, cfg, 180, rng, 300)[0]
     p_tight = sim.simulate(tailed, 0.01, tight, 3, cfg, 180, rng, 300)[0]
-    assert p_wide < 0.3 < 0.7 < p_tight
+    assert p_wide < 0.3 < 0.5 < p_tight
 
 
 def test_the_power_simulation_runs_overtime_past_the_budget(monkeypatch):
