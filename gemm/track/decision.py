@@ -229,7 +229,8 @@ def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
     xs = [x for g in groups for x in g]
     within, w_dof = sum(_ss(g) for g in groups), sum(len(g) - 1 for g in groups)
     means = [sum(g) / len(g) for g in groups]
-    between = sum(len(g) * (m - sum(xs) / len(xs)) ** 2 for g, m in zip(groups, means))
+    grand = sum(xs) / len(xs)
+    between = sum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means))
     if len(groups) > 1 and w_dof and (
             within <= 0 < between
             or within > 0 and st.f.sf(between / (len(groups) - 1) / (within / w_dof),
