@@ -297,3 +297,41 @@ def test_the_gate_report_keeps_each_arms_figures(tmp_path, gpu_here, monkeypatch
     assert next(r for r in kept["rows"] if r["metric"] == "tflops")["effects"][0]["machine"] == got
     m = from_rows(rows, "05_2d", "4096", shas[2])
     assert m.alike and m.part().endswith("max temp 61 vs 61 C: alike")
+
+
+def test_each_arms_own_timer_clocks_are_kept_per_target_and_said_where_they_differ(
+        tmp_path, monkeypatch):
+    """The SM clock each arm's own timer read over a target's samples (the gemm.measure/1
+    records' clocks_mhz), per process through abrun.in_trees, kept in the effect as the median
+    over the arm's processes and said in the note where the kernel's differ by 2 % or more:
+    unlike the NVML figures, they cover that target's samples only."""
+    from gemm.track import abtest
+
+    def doc(kernel_mhz, baseline_mhz):
+        return {"records": [{"role": "kernel", "kernel": "14_bf16_wgmma_tma", "size": "2048",
+                             "kernel_time": {"clocks_mhz": [kernel_mhz] * 3 + [None]},
+                             "baseline_time": {"clocks_mhz": [baseline_mhz] * 3}}]}
+
+    def fake_measure(tree, what, walls=None, clocks=None, **kw):
+        d = doc(1620, 1650) if tree == "ref-tree" else doc(1425, 1650)
+        for key, got in abtest.clocks_of(d).items():
+            for who, mhz in got.items():
+                clocks.setdefault(key, {}).setdefault(who, []).append(mhz)
+        v = 30.0 if tree == "ref-tree" else 29.0
+        return {(k, s, m): v for k, sizes in what.items() for s in sizes
+                for m in ("tflops", "pct_of_cublas")}
+    monkeypatch.setattr(abtest, "measure", fake_measure)
+    row = Row("14_bf16_wgmma_tma", "2048", "tflops", 4, 30.0, 29.0, -0.033, 0.005, "drop?",
+              reference="c1", min_effect=0.01)
+    clocks: dict = {}
+    ab = abrun.ABRun([(row, "c1")], GateConfig(), "NEW",
+                     abrun.in_trees({"c1": "ref-tree", "NEW": "new-tree"}, clocks),
+                     lambda s: None, None)
+    ab.run()
+    abreport.finish(ab, None, clocks)
+    got = row.effects[0]["clocks"]
+    assert got == {"reference": {"kernel": 1620, "baseline": 1650},
+                   "new": {"kernel": 1425, "baseline": 1650}}
+    assert "the kernel's samples at 1620 MHz in the reference, 1425 MHz in the new code" in row.note
+    assert abtest.clocks_of({"records": [{"role": "kernel", "kernel": "k", "size": "1",
+                                          "kernel_time": {"clocks_mhz": [None]}}]}) == {}

@@ -43,9 +43,10 @@ def left_open(ab, i: int, stop: Stop, e=None) -> dict:
             "needs": rounds_needed(ab, ab.comps[i][0], e) if e is not None else None}
 
 
-def finish(ab, machine=None) -> None:
+def finish(ab, machine=None, clocks=None) -> None:
     """Each row's verdict, note and effects from its comparisons in a finished ABRun; with
-    `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures."""
+    `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures,
+    with `clocks` (abrun.in_trees'), the SM clock of its target's samples in each arm."""
     by_row: dict[int, list[int]] = {}
     for i, (r, _) in enumerate(ab.comps):
         by_row.setdefault(id(r), []).append(i)
@@ -55,13 +56,28 @@ def finish(ab, machine=None) -> None:
         new = [x for x in ab.new_values(r) if x is not None]
         if new:
             r.ab_new = stats.median(new)
-        verdicts, parts = zip(*(_comparison(ab, i, machine) for i in idxs))
+        verdicts, parts = zip(*(_comparison(ab, i, machine, clocks) for i in idxs))
         r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED)
                           if v in verdicts), Verdict.NOISE)
         r.note = f"{LEAD[r.verdict]}: " + "; ".join(parts)
 
 
-def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
+def target_clocks(clocks, arm: str, target: tuple) -> dict | None:
+    """{"kernel": MHz, "baseline": MHz}: the median over an arm's processes of the SM clock
+    its own timer read over the target's samples; None where it read none."""
+    got = ((clocks or {}).get(arm) or {}).get(target) or {}
+    return {who: stats.median(v) for who, v in got.items() if v} or None
+
+
+def _clock_note(ref: dict | None, new: dict | None) -> str:
+    """The kernel's sample clocks in each arm, said where they differ by 2 % or more."""
+    a, b = (ref or {}).get("kernel"), (new or {}).get("kernel")
+    if not a or not b or abs(b / a - 1) < 0.02:
+        return ""
+    return f" (the kernel's samples at {a:.0f} MHz in the reference, {b:.0f} MHz in the new code)"
+
+
+def _comparison(ab, i: int, machine, clocks=None) -> tuple[Verdict | None, str]:
     """Comparison i's verdict (None: a moot one) and its part of the row's note; its effect
     and what it left open go to its row."""
     r, c = ab.comps[i]
@@ -105,12 +121,16 @@ def _comparison(ab, i: int, machine) -> tuple[Verdict | None, str]:
     if kept:
         note += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, the same code, "
                  "UNRESOLVED there)")
+    mhz = {"reference": target_clocks(clocks, c, (r.kernel, r.size)),
+           "new": target_clocks(clocks, ab.new, (r.kernel, r.size))}
+    note += _clock_note(mhz["reference"], mhz["new"])
     r.effects.append({
         "against": c, "verdict": status, "change": e.change,
         "lo": decision.change_of(e.lo), "hi": decision.change_of(e.hi), "sigma": e.sigma, "dof": e.dof,
         "n_ref": e.n_ref, "n_new": e.n_new, "rule": e.rule, "overtime": i in ab.over_measured,
         "carry": i not in ab.untrusted,   # may the next commit carry these rounds (confirm.evidence)?
         "machine": machine.pair(c, ab.new) if machine else None,
+        "clocks": mhz if any(mhz.values()) else None,
         # the per-process values it was decided on, in round order, for a later rule to try
         "values": {"first": [a for a, _ in refs], "last": [b for _, b in refs],
                    "new": [x for p in news for x in p], "k": ks}})

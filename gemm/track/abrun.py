@@ -28,11 +28,14 @@ class Closed:
     after: int = 0          # the rounds the A/B had run (restarted ones included) by then
 
 
-def in_trees(tree: dict):
-    """Arms that are git worktrees ({label: tree}), a process each `gemm measure` there."""
+def in_trees(tree: dict, clocks: dict | None = None):
+    """Arms that are git worktrees ({label: tree}), a process each `gemm measure` there;
+    `clocks`, if given, gets {arm: abtest.measure's clocks} (the SM clock of each target's
+    samples, as each arm's own timer read it)."""
     def measure(arm: str, what: dict) -> tuple[dict, dict]:
         walls: dict = {}
-        return abtest.measure(tree[arm], what, walls=walls), walls
+        sink = None if clocks is None else clocks.setdefault(arm, {})
+        return abtest.measure(tree[arm], what, walls=walls, clocks=sink), walls
     return measure
 
 

@@ -204,12 +204,29 @@ def placements(doc: dict) -> dict:
     return out
 
 
+def clocks_of(doc: dict) -> dict:
+    """{(kernel, size): {"kernel": MHz, "baseline": MHz}}: the median SM clock the arm's own
+    timer read over each function's samples (a record without them: left out)."""
+    from ..core.stats import median
+    out = {}
+    for r in doc.get("records") or []:
+        if r.get("role") != "kernel":
+            continue
+        got = {who: median(c) for who in ("kernel", "baseline")
+               if (c := [x for x in (r.get(f"{who}_time") or {}).get("clocks_mhz") or [] if x])}
+        if got:
+            out[(r["kernel"], r["size"])] = got
+    return out
+
+
 def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
             env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None, walls: dict | None = None) -> dict:
+            sets: dict | None = None, walls: dict | None = None,
+            clocks: dict | None = None) -> dict:
     """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
     in `tree`, in one `gemm measure --task` process. `env`: extra variables (fault injection);
-    `device` / `sets` / `walls`, if given, get the GPU, `placements` and `_walls`."""
+    `device` / `sets` / `walls` / `clocks`, if given, get the GPU, `placements`, `_walls` and
+    each function's median SM clock per process (`clocks_of`)."""
     tree = Path(tree).resolve()
     if not has_tasks(tree):
         raise ABError(f"the code of {tree.name} predates `gemm measure --task` and cannot be "
@@ -230,6 +247,9 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
                 device.update(doc["device"])
             if sets is not None:
                 sets.update(placements(doc))
+            for key, got in (clocks_of(doc).items() if clocks is not None else ()):
+                for who, mhz in got.items():   # per process, in order
+                    clocks.setdefault(key, {}).setdefault(who, []).append(mhz)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ABError(f"measuring {what} with the code of {tree.name} failed "
                           f"(exit {out.returncode}, {type(exc).__name__}): "

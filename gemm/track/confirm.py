@@ -94,7 +94,8 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
         refs = list(dict.fromkeys(c for _, c in comparisons))
         tree: dict = {}
         machine = nvml.ArmSamples()   # the GPU sampled while each arm's process runs
-        ab = ABRun(comparisons, cfg, new_commit, machine.sampling(in_trees(tree)),
+        clocks: dict = {}     # and the clocks each arm's own timer read, per target
+        ab = ABRun(comparisons, cfg, new_commit, machine.sampling(in_trees(tree, clocks)),
                    lambda s: log(f"regress: {s}"), calibration, plan.speeds(rows))
         try:
             with abtest.trees(repo, refs + [new_commit]) as trees:
@@ -103,7 +104,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
         except abtest.ABError as exc:   # what the A/B had decided stands, the rest UNRESOLVED
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
-        abreport.finish(ab, machine)
+        abreport.finish(ab, machine, clocks)
     for r in cands:
         _add_identical(r)
     return cands if ok else []
