@@ -1251,7 +1251,7 @@ def _gate_dict():
     g = GateConfig()
     return {"screen": trial_settings(g)["screen"], "min_effect": g.min_effect, "alpha": g.alpha,
             "min_rounds": g.min_rounds, "max_rounds": g.max_rounds, "budget_s": g.budget_s,
-            "procedure": "a gate A/B per share", "prior_rejected": "welch"}
+            "procedure": "a gate A/B per share", "prior_rejected": "welch, new pairs tested"}
 
 
 def test_trials_under_the_welch_fallback_do_not_join_trials_made_before_it(tmp_path, monkeypatch):
@@ -1269,7 +1269,7 @@ def test_trials_under_the_welch_fallback_do_not_join_trials_made_before_it(tmp_p
     with pytest.raises(calibrate.Refused, match="other gate settings"):
         calibrate.run(".", "h200", ["09"], ["4096"], 0, ["09"], ["4096"], [0.01], 1,
                       GateConfig(), tmp_path, log=lambda s: None, add_trials=True)
-    assert trial_settings(GateConfig())["prior_rejected"] == "welch"
+    assert trial_settings(GateConfig())["prior_rejected"] == "welch, new pairs tested"
 
 
 def test_trials_of_the_gates_engine_do_not_join_trials_made_before_it(tmp_path, monkeypatch):

@@ -109,7 +109,9 @@ def trial_settings(cfg: GateConfig) -> dict:
            "max_rounds": cfg.max_rounds, "budget_s": cfg.budget_s}
     if cfg.robust:
         out["robust"] = "trimmed"   # (True: tables of the Huber rule before it)
-    out["prior_rejected"] = "welch"   # (absent: the rounds' spread alone, before 2e332d0)
+    # the fit tests on the e_i and the new pairs, Welch where they fail (absent: the e_i alone,
+    # the rounds' spread then, before 2e332d0)
+    out["prior_rejected"] = "welch, new pairs tested"
     if cfg.overtime_s:
         out["overtime_s"] = cfg.overtime_s
     return out
