@@ -335,3 +335,22 @@ def test_each_arms_own_timer_clocks_are_kept_per_target_and_said_where_they_diff
     assert "the kernel's samples at 1620 MHz in the reference, 1425 MHz in the new code" in row.note
     assert abtest.clocks_of({"records": [{"role": "kernel", "kernel": "k", "size": "1",
                                           "kernel_time": {"clocks_mhz": [None]}}]}) == {}
+
+
+def test_explain_reads_each_arms_own_timer_clocks_of_the_target():
+    """An effect's per-target clocks (the arms' own timers over the kernel's samples) join the
+    NVML figures in gemm explain's words, and tell the arms apart where those, over whole
+    processes of other targets too, look alike."""
+    arm = {"gpu": "NVIDIA H200", "processes": 2, "samples": 40, "sm_mhz_median": 1620.0,
+           "power_w_median": 680.0, "temp_c_max": 58.0, "power_capped_pct": 97.0,
+           "sm_mhz_by_process": [1620.0, 1620.0]}
+    row = {"kernel": "14_bf16_wgmma_tma", "size": "2048", "metric": "tflops", "verdict": "DROP",
+           "effects": [{"against": OLD, "machine": {"reference": arm, "new": arm},
+                        "clocks": {"reference": {"kernel": 1620, "baseline": 1650},
+                                   "new": {"kernel": 1425, "baseline": 1650}}}]}
+    m = from_rows([row], "14_bf16_wgmma_tma", "2048", OLD[:10])
+    assert m is not None and m.kernel_mhz == (1620, 1425) and m.alike is False
+    assert "the kernel's own samples at 1620 vs 1425 MHz" in m.part()
+    assert "the kernel's own samples' clock -12.0 %" in m.part()
+    del row["effects"][0]["clocks"]
+    assert from_rows([row], "14_bf16_wgmma_tma", "2048", OLD[:10]).alike is True

@@ -31,6 +31,8 @@ class ABMachine:
     against: str
     reference: ArmMachine | None
     new: ArmMachine | None
+    kernel_mhz: tuple | None = None   # (reference, new): the median SM clock each arm's own
+                                      # timer read over the kernel's samples of this target
 
     def differences(self) -> dict[str, str]:
         """{figure: words} of what tells the arms apart (the figure: an ArmMachine field);
@@ -42,6 +44,9 @@ class ABMachine:
         a, b = r.sm_mhz_median, n.sm_mhz_median
         if a and b and abs(b - a) > CLOCK_REL * max(a, b):
             out["sm_mhz_median"] = f"SM clock {100 * (b / a - 1):+.1f} %"
+        ka, kb = self.kernel_mhz or (None, None)
+        if ka and kb and abs(kb - ka) > CLOCK_REL * max(ka, kb):
+            out["kernel_mhz"] = f"the kernel's own samples' clock {100 * (kb / ka - 1):+.1f} %"
         ca, cb = at_cap(r), at_cap(n)
         if ca is not None and cb is not None and ca != cb:
             arm = "new" if cb else "reference"
@@ -66,6 +71,9 @@ class ABMachine:
         head = (f"machine over the A/B (reference vs new): SM clock {_n(r.sm_mhz_median)} vs "
                 f"{_n(n.sm_mhz_median)} MHz, power {_n(r.power_w_median)} vs "
                 f"{_n(n.power_w_median)} W, max temp {_n(r.temp_c_max)} vs {_n(n.temp_c_max)} C")
+        if self.kernel_mhz and all(self.kernel_mhz):
+            head += (f", the kernel's own samples at {_n(self.kernel_mhz[0])} vs "
+                     f"{_n(self.kernel_mhz[1])} MHz")
         diff = self.differences()
         if not diff:
             return f"{head}: alike"
@@ -77,6 +85,7 @@ class ABMachine:
         return {"against": self.against,
                 "reference": self.reference.to_dict() if self.reference else None,
                 "new": self.new.to_dict() if self.new else None,
+                "kernel_mhz": list(self.kernel_mhz) if self.kernel_mhz else None,
                 "alike": self.alike, "differences": list(self.differences().values())}
 
 
@@ -96,7 +105,16 @@ def from_rows(rows, kernel: str, size: str, against: str | None) -> ABMachine | 
             m = e.get("machine") if c else None
             if isinstance(m, dict) and (c.startswith(against) or against.startswith(c)):
                 got = ABMachine(c, ArmMachine.from_dict(m.get("reference")),
-                                ArmMachine.from_dict(m.get("new")))
+                                ArmMachine.from_dict(m.get("new")), _kernel_mhz(e.get("clocks")))
                 if got.reference or got.new:
                     return got
     return None
+
+
+def _kernel_mhz(clocks) -> tuple | None:
+    """(reference, new) of an effect's `clocks` (the gate's per-target clocks), else None."""
+    if not isinstance(clocks, dict):
+        return None
+    got = tuple((clocks.get(arm) or {}).get("kernel") if isinstance(clocks.get(arm), dict)
+                else None for arm in ("reference", "new"))
+    return got if all(isinstance(x, (int, float)) and x > 0 for x in got) else None
