@@ -6,8 +6,11 @@ import pytest
 from gemm.core import precision as P
 from gemm.core import registry
 from gemm.core.problem import Problem, problem_for
-from gemm.core.registry import arch_support, load_registry
+from gemm.core.registry import arch_support
 from gemm.core.tolerance import check_host
+
+from .test_registry import kernel_entry
+from .test_registry import load_text as _load
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -105,20 +108,8 @@ def test_arch_support():
     assert arch_support("sm_80", "sm_90") is None and arch_support("sm_90", "sm_80")
 
 
-BASE = '''[[kernel]]
-name = "x"
-file = "x.cu"
-main = "sgemm_k"
-defines = { BM = 128, BK = 32 }
-block = [384]
-tile = ["BM", 128]
-'''
-
-
-def _load(tmp_path, body):
-    p = tmp_path / "kernels.toml"
-    p.write_text(body)
-    return load_registry(p)
+BASE = kernel_entry("defines = { BM = 128, BK = 32 }", "block = [384]", 'tile = ["BM", 128]',
+                    main="sgemm_k")
 
 
 def test_registry_precision_fields(tmp_path):

@@ -72,15 +72,20 @@ def _write(tmp_path, body):
     return p
 
 
-BASE = '''[[kernel]]
-name = "x"
-file = "x.cu"
-main = "sgemm_k"
-block = [64]
-tile = [64, 64]
-precision = "fp32"
-baseline = "cublas_fp32"
-'''
+def load_text(tmp_path, body):
+    """The registry of a kernels.toml holding `body`."""
+    return load_registry(_write(tmp_path, body))
+
+
+def kernel_entry(*lines: str, main: str = "sgemm_x") -> str:
+    """A [[kernel]] table named x (file x.cu, entry `main`), then `lines` as given: the
+    registry tests' entries differ only there."""
+    return (f'[[kernel]]\nname = "x"\nfile = "x.cu"\nmain = "{main}"\n'
+            + "".join(f"{line}\n" for line in lines))
+
+
+BASE = kernel_entry("block = [64]", "tile = [64, 64]", 'precision = "fp32"',
+                    'baseline = "cublas_fp32"', main="sgemm_k")
 
 
 def test_registry_rejects_bad_entries(tmp_path):

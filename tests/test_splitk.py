@@ -11,7 +11,9 @@ from gemm.core import registry, shapes
 from gemm.core.problem import Problem
 from gemm.core.splitk import MAX_SPLITS, MIN_STEPS, SplitK, chunk_for, split_k
 
-from .test_staging import _load, _Recorder
+from .test_registry import kernel_entry
+from .test_registry import load_text as _load
+from .test_staging import _Recorder
 
 K10 = registry.get("10")
 SMALL = K10.with_defines(BM=64, BN=128, WM=32, WN=64)     # the H200's small bucket
@@ -85,15 +87,8 @@ def test_tracked_shapes_split_only_at_512():
     assert split == ["512"]
 
 
-ENTRY = '''[[kernel]]
-name = "x"
-file = "x.cu"
-main = "sgemm_x"
-block = [128]
-tile = [64, 128]
-precision = "fp32"
-baseline = "cublas_fp32"
-'''
+ENTRY = kernel_entry("block = [128]", "tile = [64, 128]", 'precision = "fp32"',
+                     'baseline = "cublas_fp32"')
 
 
 def test_registry_split_k_needs_the_kernels_split_code(tmp_path):
@@ -108,8 +103,9 @@ def test_registry_split_k_needs_the_kernels_split_code(tmp_path):
 
 
 class _Split(_Recorder):
+    """The GPU stand-in with the split-K workspace, and each GEMM's grid recorded."""
     def __init__(self, monkeypatch):
-        super().__init__(monkeypatch)
+        super().__init__(monkeypatch, grids=True)
         import gemm.cuda.staging
         rec = self
 
@@ -126,28 +122,9 @@ class _Split(_Recorder):
         monkeypatch.setattr(gemm.cuda.staging, "SplitKWorkspace", Work)
 
 
-def _grids(monkeypatch, rec):
-    """Record the grid of each GEMM launch as well."""
-    import gemm.cuda.loader
-    from types import SimpleNamespace
-
-    class Fn:
-        def __init__(self, name):
-            self.name = name
-
-        def prepare(self, sig):
-            pass
-
-        def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
-            rec.log.append(("gemm", self.name, tuple(grid), args[-8:]))
-    monkeypatch.setattr(gemm.cuda.loader, "load", lambda spec: SimpleNamespace(
-        functions={e: Fn(e) for e in spec.entries}))
-
-
 def test_a_split_launch_writes_the_workspace_then_reduces_into_c(monkeypatch):
     from gemm.cuda.launch import launcher
     rec = _Split(monkeypatch)
-    _grids(monkeypatch, rec)
     prob = Problem(512, 512, 512, 1.5, -0.5)
     launch = launcher(SMALL, prob)
     assert launch.split is not None and launch.staged is None
@@ -167,7 +144,6 @@ def test_a_split_launch_writes_the_workspace_then_reduces_into_c(monkeypatch):
 def test_without_a_split_the_launch_is_the_plain_one(monkeypatch, size):
     from gemm.cuda.launch import launcher
     rec = _Split(monkeypatch)
-    _grids(monkeypatch, rec)
     prob = replace(Problem.parse(size), alpha=1.5, beta=0.5)
     launch = launcher(SMALL, prob)
     assert launch.split is None

@@ -13,7 +13,8 @@ from gemm.core.problem import Problem, ShapeRefused
 from gemm.core.staging import PadCopy, kernel_problem, staging
 from gemm.core.tensormaps import plans
 
-from .test_registry import _write
+from .test_registry import kernel_entry
+from .test_registry import load_text as _load
 
 K13, K14 = registry.get("13"), registry.get("14")
 
@@ -103,19 +104,8 @@ def test_a_copy_past_32_bit_indexing_is_refused():
     assert "\n" not in why
 
 
-def _load(tmp_path, body):
-    return registry.load_registry(_write(tmp_path, body))
-
-
-TMA_ENTRY = '''[[kernel]]
-name = "x"
-file = "x.cu"
-main = "sgemm_x"
-block = [384]
-tile = [128, 256]
-precision = "tf32"
-arch = "sm_90a"
-'''
+TMA_ENTRY = kernel_entry("block = [384]", "tile = [128, 256]", 'precision = "tf32"',
+                         'arch = "sm_90a"')
 
 
 def test_registry_pad_k_needs_tma_and_k_major_operands(tmp_path):
@@ -132,9 +122,9 @@ def test_registry_pad_k_needs_tma_and_k_major_operands(tmp_path):
 
 class _Recorder:
     """Stands in for the GPU: PyCUDA functions, tensor maps and the staging buffers, each
-    call written down in order."""
+    call written down in order (`grids`: each GEMM's grid as well)."""
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, grids: bool = False):
         import gemm.cuda.device
         import gemm.cuda.loader
         import gemm.cuda.staging
@@ -150,7 +140,8 @@ class _Recorder:
                 pass
 
             def prepared_async_call(self, grid, block, stream, *args, shared_size=0):
-                rec.log.append(("gemm", self.name, args[-8:]))   # M N K alpha A B beta C
+                # M N K alpha A B beta C
+                rec.log.append(("gemm", self.name, *([tuple(grid)] if grids else []), args[-8:]))
 
         class Maps:
             def __init__(self, map_plans):
