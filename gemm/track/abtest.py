@@ -19,9 +19,11 @@ from ..core import git, registry
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
-# what an arm's measurement runs: kernels and registry, the layers it imports, its entry point
-MEASURED_BY = ("kernels", "gemm/core", "gemm/cuda", "gemm/measure", "gemm/__init__.py",
-               "gemm/__main__.py", "gemm/cli/main.py", "gemm/cli/measure.py")
+# what an arm's measurement runs: kernels and registry, the baseline's choice per GPU, the
+# layers it imports, its entry point; a kernel's series need only its own build of kernels/
+MEASURED_BY = ("kernels", "baselines", "gemm/core", "gemm/cuda", "gemm/measure",
+               "gemm/__init__.py", "gemm/__main__.py", "gemm/cli/main.py", "gemm/cli/measure.py")
+HARNESS = tuple(p for p in MEASURED_BY if p != "kernels")
 
 
 class ABError(RuntimeError):
@@ -36,13 +38,23 @@ def _git(repo, *args) -> str:
 
 
 def same_code(repo, older: str, newer: str, kernel: str) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code (git: no change to MEASURED_BY)?
-    False where git cannot tell, or for a kernel the registry does not know."""
+    """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS, and
+    none to kernels/ or none to this kernel's own build (_kernel_build: another kernel's
+    change leaves it the same code). False where git cannot tell, or for a kernel the
+    registry does not know."""
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
         return False
-    return git.returncode(repo, "diff", "--quiet", older, newer, "--", *MEASURED_BY) == 0
+
+    def unchanged(*paths) -> bool:
+        return git.returncode(repo, "diff", "--quiet", older, newer, "--", *paths) == 0
+    if not unchanged(*HARNESS):
+        return False
+    if unchanged("kernels"):
+        return True
+    build = _kernel_build(repo, older, kernel)
+    return build is not None and build == _kernel_build(repo, newer, kernel)
 
 
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:

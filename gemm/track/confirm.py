@@ -117,7 +117,8 @@ def _to_measure(r: Row) -> list[str]:
 
 def _identical_note(r: Row) -> str:
     return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git: no "
-            f"change to {', '.join(abtest.MEASURED_BY)}), so no A/B: the machine, not the code")
+            f"change to {', '.join(abtest.HARNESS)} or {r.kernel}'s build in kernels/), so no "
+            "A/B: the machine, not the code")
 
 
 def _add_identical(r: Row) -> None:
