@@ -390,3 +390,15 @@ def test_ci_scripts_keep_a_virtual_environment_they_are_in(ci_copy):
 def test_venv_is_ignored_by_git():
     out = subprocess.run(["git", "check-ignore", "-q", ".venv/bin/python3"], cwd=ROOT)
     assert out.returncode == 0
+
+
+def test_a_results_directory_that_is_not_there_is_said_so(tmp_path, capsys):
+    """gemm plot / regress with --results at nothing: one sentence naming what is missing
+    (not 'name a --machine'), exit 2."""
+    for cmd in (["plot"], ["regress"]):
+        assert cli.main([*cmd, "--results", str(tmp_path / "nowhere")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no results directory" in err[0], err
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["regress", "--results", str(tmp_path / "empty")]) == 2
+    assert "holds no machine's results yet" in capsys.readouterr().err

@@ -139,9 +139,14 @@ def resolve_machine(results_dir: str | Path, machine: str | None) -> str:
     """The machine named, or the only one the results directory holds."""
     if machine:
         return machine
+    if not Path(results_dir).is_dir():
+        raise HistoryError(f"no results directory {results_dir} (record a run with `gemm "
+                           f"record`, or point --results at one)")
     dirs = sorted(p.name for p in Path(results_dir).glob("*") if p.is_dir())
+    if not dirs:
+        raise HistoryError(f"{results_dir} holds no machine's results yet (`gemm record`)")
     if len(dirs) != 1:
-        raise HistoryError(f"name a --machine: {results_dir} holds {dirs or 'none'}")
+        raise HistoryError(f"name a --machine: {results_dir} holds {', '.join(dirs)}")
     return dirs[0]
 
 
