@@ -327,9 +327,10 @@ def test_a_search_space_or_tuned_without_a_table_entry_is_no_build_change(tmp_pa
 
 
 def test_another_kernels_change_leaves_a_kernel_the_same_code(tmp_path):
-    """same_code per kernel: a change to one kernel's source (or to a header only it includes)
-    is no change to another's measured code; a change to a header both include, to the
-    harness or to the baseline's choice file (baselines/) is one to both."""
+    """same_code per kernel: a change to one kernel's source (or to a header only it includes,
+    quoted or, found in kernels/ by -I, in angle brackets) is no change to another's measured
+    code; a change to a header both include, to the harness (gemm measure's options in
+    gemm/cli/common.py too) or to the baseline's choice file (baselines/) is one to both."""
     repo = new_repo(tmp_path / "r")
     for d in ("kernels", "gemm/cuda", "baselines"):
         (repo / d).mkdir(parents=True)
@@ -338,7 +339,7 @@ def test_another_kernels_change_leaves_a_kernel_the_same_code(tmp_path):
     (repo / "kernels" / "kernels.toml").write_text(
         '[[kernel]]\nname = "05_2d_blocktiling"\nfile = "a.cu"\n\n'
         '[[kernel]]\nname = "07_bank_conflict_free"\nfile = "b.cu"\n')
-    (repo / "kernels" / "a.cu").write_text('#include "shared.cuh"\n// a\n')
+    (repo / "kernels" / "a.cu").write_text('#include "shared.cuh"\n#include <mma.h>\n// a\n')
     (repo / "kernels" / "b.cu").write_text('#include "shared.cuh"\n#include "own.cuh"\n// b\n')
     (repo / "kernels" / "shared.cuh").write_text("// shared\n")
     (repo / "kernels" / "own.cuh").write_text("// b's own\n")
@@ -349,8 +350,8 @@ def test_another_kernels_change_leaves_a_kernel_the_same_code(tmp_path):
         git(repo, "add", "-A")
         git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", path)
         return git(repo, "rev-parse", "HEAD")
-    base = commit("kernels/a.cu", '#include "shared.cuh"\n// a\n')
-    a_edit = commit("kernels/a.cu", '#include "shared.cuh"\n// a, faster\n')
+    base = commit("kernels/a.cu", '#include "shared.cuh"\n#include <mma.h>\n// a\n')
+    a_edit = commit("kernels/a.cu", '#include "shared.cuh"\n#include <mma.h>\n// a, faster\n')
     assert abtest.same_code(repo, base, a_edit, b) and not abtest.same_code(repo, base, a_edit, a)
     own = commit("kernels/own.cuh", "// b's own, changed\n")
     assert abtest.same_code(repo, a_edit, own, a) and not abtest.same_code(repo, a_edit, own, b)
@@ -361,3 +362,8 @@ def test_another_kernels_change_leaves_a_kernel_the_same_code(tmp_path):
     harness = commit("gemm/cuda/loader.py", "BASE_OPTIONS = ('-O3',)\n")
     assert not abtest.same_code(repo, choice, harness, a)
     assert abtest.same_code(repo, harness, harness, a)
+    (repo / "gemm" / "cli").mkdir()
+    policy = commit("gemm/cli/common.py", "POLICY = 'confirm'\n")   # gemm measure's options
+    assert not abtest.same_code(repo, harness, policy, a)
+    shadow = commit("kernels/mma.h", "// found by nvcc -I kernels/ before the toolkit's\n")
+    assert not abtest.same_code(repo, policy, shadow, a) and abtest.same_code(repo, policy, shadow, b)

@@ -105,8 +105,6 @@ def simulate(mod, comps, cal, budget: float, rng: random.Random) -> Counter:
     ab = mod.ABRun(comps, GateConfig(budget_s=budget, overtime_s=float(os.environ.get(
         "OVERTIME", "60"))), "NEW", measure, lambda s: None, cal, speeds)
     ab.unstable = lambda: None        # no GPU step in this replay
-    if not hasattr(ab, "droppable"):  # an engine from before ABRun.plan: all of them
-        ab.droppable = set(range(len(comps)))
     ab.run()
     abreport.finish(ab)
     got = Counter(str(r.verdict) for r in rows.values())

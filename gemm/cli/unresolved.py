@@ -16,8 +16,7 @@ from ..track.decision import signed_pct
 
 # a row's reason: the first of its open comparisons' in this order (the GPU's instability
 # outweighs the budget; a measured comparison outweighs one that waited)
-KINDS = ((Stop.PLAN, None), (Stop.UNSTABLE, None), (Stop.BROKEN, None), (Stop.FAILED, None),
-         (Stop.MISSING, None),
+KINDS = ((Stop.UNSTABLE, None), (Stop.BROKEN, None), (Stop.FAILED, None), (Stop.MISSING, None),
          (Stop.CAP, True), (Stop.BUDGET, True), (Stop.CAP, False), (Stop.BUDGET, False))
 OTHER = (None, None)     # UNRESOLVED without a typed reason: its note says why
 
@@ -90,8 +89,6 @@ def _one(o: dict, effect: dict | None) -> str:
         return "the reference failed"
     if stop == Stop.MISSING:
         return "no value measured"
-    if stop == Stop.PLAN:
-        return f"past the DROP margin after {_rounds(rounds)}, outside the A/B's DROP set"
     where = "budget" if stop == Stop.BUDGET else "round cap"
     if rounds <= kept:
         return f"not measured ({where})" + (f", {_rounds(kept)} kept" if kept else "")
@@ -148,8 +145,6 @@ def _line(k: tuple, rows: list[dict], every: list[dict], config: dict) -> str:
                          "measured)",
             Stop.FAILED: f"{n} the reference's code failed when measured here",
             Stop.MISSING: f"{n} a measurement reported no value for them",
-            Stop.PLAN: f"{n} past the DROP margin, outside the A/B's DROP set (its time had "
-                       "no room for their rounds): measured first at the next commit",
             None: f"{n} with no typed reason (each one's note says why)"}[stop]
 
 

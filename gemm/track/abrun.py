@@ -11,6 +11,11 @@ from . import abtest, decision, plan
 from .gate import GateConfig, Row
 
 
+# rounds before a decision where the noise has only the run's own dof (no prior, or a borrowed
+# one): two rounds give 2 dof, and t >= 126 at the smallest family; three give 4 (t 18-70)
+RUN_DOF_ROUNDS = 3
+
+
 class Stop(StrEnum):
     """Why a comparison was left open (UNRESOLVED); a report row's `open` names it."""
     BUDGET = "budget"       # out of the time budget, or of its overtime
@@ -19,7 +24,6 @@ class Stop(StrEnum):
     MISSING = "missing"     # a measurement reported nothing for it
     BROKEN = "broken"       # the A/B broke off (abtest.ABError)
     FAILED = "failed"       # the reference's code failed here (the new code's: the row FAILED)
-    PLAN = "plan"           # past the DROP margin, but not in the A/B's DROP set (ABRun.plan)
 
 
 @dataclass(frozen=True)
@@ -42,28 +46,21 @@ def in_trees(tree: dict, clocks: dict | None = None):
 
 class ABRun:
     """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
-    `measure(arm, series) -> (values, walls)`. `family`: the Bonferroni family, every
-    comparison measured (else those plan() lets it call a DROP); `clock`: seconds."""
+    `measure(arm, series) -> (values, walls)`. `family`: the Bonferroni family if not the
+    comparisons' own; `clock`: seconds (time.monotonic)."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
                  speeds: dict | None = None, family: int | None = None, clock=None):
         self.comps, self.cfg, self.new, self.measure = comparisons, cfg, new, measure
         self.log, self.cal, self.clock = log, calibration, clock
+        self.family = family or decision.family_size(len(comparisons), cfg.min_rounds,
+                                                     cfg.max_rounds)
         self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
         self.unguarded = False            # said once: no series here can judge the GPU
         self.untrusted: set[int] = set()  # left open as the A/A control moved: not carried
         self.restarts = 0
         self.total = 0                    # rounds run, those a restart discarded included
         self.reset()
-        # the only comparisons it may measure, and of them those it may call a DROP: all of
-        # them where the caller sets the family (a calibration trial measures every series)
-        self.planned = self.droppable = set(range(len(comparisons)))
-        self.family = family or decision.family_size(max(1, len(comparisons)), cfg.min_rounds,
-                                                     cfg.max_rounds)
-        if family is None:
-            self.planned, self.droppable = self.plan()
-            self.family = decision.family_size(len(self.droppable), cfg.min_rounds,
-                                               cfg.max_rounds)
 
     def reset(self) -> None:
         """No rounds, no decisions (the start, and the A/A control's restart)."""
@@ -164,9 +161,10 @@ class ABRun:
         return [v for n in sorted(d) for v in d[n]]
 
     def needs(self, i: int) -> int:
-        """Rounds comparison i needs before any decision (1 only with its own calibrated noise)."""
+        """Rounds comparison i needs before a decision: 1 with its own calibrated noise, else
+        RUN_DOF_ROUNDS (at most the cap)."""
         p = self.prior(self.comps[i][0])
-        return 1 if p is not None and not p.borrowed else decision.DROP_MIN_ROUNDS
+        return 1 if p is not None and not p.borrowed else min(RUN_DOF_ROUNDS, self.cfg.max_rounds)
 
     def early(self, i: int, e) -> bool:
         """Fewer rounds than a decision needs here, or an interval still unbounded."""
@@ -188,45 +186,24 @@ class ABRun:
                 return (0, -math.inf)
             return (0 if self.early(i, e) or self.reachable(i, e) else 4, e.estimate)
         change = (r.change if c == r.reference else r.anchor_change) or 0.0
-        floor = r.min_effect or 0.0
         # in a flood of candidates, noisy series are the likeliest to sit past the screen
         p = self.prior(r)
         scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0) or 1.0
         if rounds:                 # carried with its evidence: the kept rounds' estimate
             kept = e.estimate if e is not None else -math.inf
-            return (1, kept / scale) if kept <= -floor else (2, kept)
-        if change <= -floor:
+            return (1, kept / scale) if kept <= -r.min_effect else (2, kept)
+        if change <= -r.min_effect:
             return (1, change / scale)
         if r.carried:
             return (2, -len(r.carried))
         return (3, change / scale)
-
-    def plan(self) -> tuple[set[int], set[int]]:
-        """(the comparisons this A/B may measure, those of them it may call a DROP), fixed
-        before its first round from the record, the kept rounds and the planner's costs (never
-        from its own values): in priority order, each whose targets fit, with those before it,
-        one round (a DROP: DROP_MIN_ROUNDS rounds) within the budget and overtime at the
-        guesses less their margin. The Bonferroni family counts those it may call a DROP."""
-        limit = plan.PLAN_SLACK * (self.cfg.budget_s + self.cfg.overtime_s)
-        sets: list[set[int]] = [set(), set()]
-        arms: list[dict] = [{}, {}]
-        for i in sorted(range(len(self.comps)), key=self.priority):
-            r, c = self.comps[i]
-            for j, rounds in enumerate((1, decision.DROP_MIN_ROUNDS)):
-                trial = {a: set(ts) for a, ts in arms[j].items()}
-                for arm in (c, self.new):
-                    trial.setdefault(arm, set()).add((r.kernel, r.size))
-                if not sets[j] or self.costs.round_s(trial) * rounds <= limit:
-                    arms[j] = trial
-                    sets[j].add(i)
-        return sets[0], sets[1]
 
     def choose(self, left: float, first: bool = False) -> list[int]:
         """The undecided comparisons a round can take in `left` seconds, by priority, each
         only where the rounds it still needs fit too (the first round takes at least one)."""
         arms: dict[str, set] = {}
         chosen, times = [], 1
-        for i in sorted(set(self.undecided()) & self.planned, key=self.priority):
+        for i in sorted(self.undecided(), key=self.priority):
             r, c = self.comps[i]
             t = (r.kernel, r.size)
             if t in arms.get(c, ()) and t in arms.get(self.new, ()):
@@ -279,11 +256,7 @@ class ABRun:
             if len(refs) < self.cfg.min_rounds:
                 continue
             e = self.effect(i)
-            if e.verdict == decision.DROP and i not in self.droppable:
-                self.close(i, Stop.PLAN, "past the DROP margin, but not in the A/B's DROP set "
-                           "(its time had no room for the rounds a DROP needs, planned before "
-                           "the first round): measured first at the next commit")
-            elif e.verdict != decision.AMBIGUOUS:
+            if e.verdict != decision.AMBIGUOUS:
                 self.decided[i] = e
                 self.upto[i] = len(refs)
         # a row with a DROP against one commit is a DROP: its other comparisons are moot,
@@ -394,7 +367,7 @@ class ABRun:
     def on_course(self, i: int) -> bool:
         """Worth overtime: can reach a DROP by the cap, or, while early(), an estimate past -m."""
         e = self.effect_or_none(i)
-        if e is None or i not in self.droppable:
+        if e is None:
             return False
         if self.early(i, e):
             return e.estimate < -self.comps[i][0].min_effect / 2

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,8 +23,12 @@ METRICS = ("tflops", "pct_of_cublas")
 # what an arm's measurement runs: kernels and registry, the baseline's choice per GPU, the
 # layers it imports, its entry point; a kernel's series need only its own build of kernels/
 MEASURED_BY = ("kernels", "baselines", "gemm/core", "gemm/cuda", "gemm/measure",
-               "gemm/__init__.py", "gemm/__main__.py", "gemm/cli/main.py", "gemm/cli/measure.py")
+               "gemm/__init__.py", "gemm/__main__.py", "gemm/cli/__init__.py", "gemm/cli/main.py",
+               "gemm/cli/measure.py", "gemm/cli/common.py")
 HARNESS = tuple(p for p in MEASURED_BY if p != "kernels")
+
+
+_ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.M)
 
 
 class ABError(RuntimeError):
@@ -77,6 +82,10 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
     if entry is None or not isinstance(entry.get("file"), str):
         return None
     files = registry.kernel_sources(lambda name: show(f"kernels/{name}"), entry["file"])
+    # nvcc also finds <name> in kernels/ (-I): a file there that a system header's name
+    # would resolve to, present or not, is part of the build
+    for name in {n for text in list(files.values()) for n in _ANGLE.findall(text or "")}:
+        files.setdefault(f"<{name}>", show(f"kernels/{name}"))
     tuned = {}
     if entry.get("tuned"):
         if git.returncode(repo, "cat-file", "-e", f"{rev}:kernels/tuned") == 0:

@@ -11,7 +11,6 @@ SET_S = 0.02       # per operand set: allocation, fill, graph capture
 CHECK_S = 0.05     # a target's correctness check before its timing
 UNKNOWN_S = 5.0    # a target of unknown speed
 MARGIN = 1.25      # guesses are taken this much high
-PLAN_SLACK = MARGIN   # the A/B's planned set: what its time takes at the guesses less MARGIN
 
 
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
