@@ -673,6 +673,18 @@ def test_the_verdict_page_shows_what_the_gate_decided(tmp_path):
     assert "09 4096 TFLOPS: history -1.20 % A/B vs cccccccc -1.10 % [-1.40 %, -0.80 %]" in page
     assert "02 8192 TFLOPS: history -2.10 % A/B vs cccccccc +0.02 %" in page
     assert 'href="gate.html"' in (html / "index.html").read_text()
+    assert "fails on 1 DROP</div>" in page
+    stuck = [{"kernel": k, "size": "8192", "metric": "tflops", "verdict": "UNRESOLVED",
+              "carried": ["c" * 40, "d" * 40], "open": [{"against": "e" * 40, "stop": "budget",
+                                                        "rounds": rounds, "kept": 0}]}
+             for k, rounds in (("05", 0), ("07", 2))]
+    young = dict(stuck[0], kernel="08", carried=["c" * 40])
+    verdicts.save(tmp_path / "v", "h200", "f" * 40, [], None,
+                  summary={"counts": {"UNRESOLVED": 3}, "exit": 1, "anchor": "b" * 40,
+                           "rows": stuck + [young]})
+    page = verdict_page.write(html, tmp_path / "v", ["h200"]).read_text()
+    assert ("fails on 2 UNRESOLVED at 3 or more commits running (1 not measured here: out of "
+            "the A/B&#x27;s time)") in page
 
 
 def test_the_fault_injection_switches():

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..core import metrics
 from ..store import verdicts
 from ..track.decision import signed_pct
+from ..track.gate import GateConfig
 from . import series_page
 from .sitedata import CLASSES
 from .webpage import esc, nav, page
@@ -49,6 +50,21 @@ def _why(r: dict) -> str:
     return f"<div class=why><b>why:</b> {esc(line)}</div>" if line else ""
 
 
+def _fails_on(rows: list[dict], carry: int = GateConfig.carry_commits) -> str:
+    """What failed the commit, counted: confirmed drops, failures, missing series, and the
+    series UNRESOLVED at `carry` commits running (those never measured here said apart)."""
+    parts = [f"{n} {v}" for v in ("DROP", "FAILED", "MISSING")
+             if (n := sum(r.get("verdict") == v for r in rows))]
+    stuck = [r for r in rows if r.get("verdict") == "UNRESOLVED"
+             and len(r.get("carried") or []) + 1 >= carry]
+    if stuck:
+        never = sum(bool(r.get("open")) and all((o.get("rounds") or 0) <= (o.get("kept") or 0)
+                                                for o in r["open"]) for r in stuck)
+        parts.append(f"{len(stuck)} UNRESOLVED at {carry} or more commits running"
+                     + (f" ({never} not measured here: out of the A/B's time)" if never else ""))
+    return f"<div class='small muted'>fails on {esc('; '.join(parts))}</div>" if parts else ""
+
+
 def _group(machine: str, verdict: str, rows: list[dict]) -> str:
     items = "".join(
         f"<li><a href='{series_page.path_of(machine, r['kernel'], r['size'])}#{esc(r['metric'])}'>"
@@ -77,7 +93,7 @@ def rows_html(files: list[dict], machine: str = "") -> str:
         out.append(
             f"<tr id='g-{esc(f['commit'][:8])}'><td><code>{esc(f['commit'][:10])}</code><br>"
             f"<span class=muted>{esc((f.get('date') or '')[:16].replace('T', ' '))}</span></td>"
-            f"<td>{pill}</td><td>{_counts(counts)}</td>"
+            f"<td>{pill}</td><td>{_counts(counts)}{_fails_on(rows) if failing else ''}</td>"
             f"<td><code>{esc((s.get('anchor') or '')[:10]) or '-'}</code></td>"
             f"<td>{groups or '<span class=muted>every series ok</span>'}</td></tr>")
     return "\n".join(out)
