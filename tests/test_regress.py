@@ -321,3 +321,33 @@ def test_a_kernel_whose_code_changed_goes_to_the_ab_past_the_screen_or_not(tmp_p
     assert rows[("05_2d_blocktiling", "4096")].verdict == rule.Verdict.OK
     assert rows[("12_tf32_mma_sync", "512")].verdict == rule.Verdict.OK
     assert rep.exit == 0
+
+
+def test_a_flood_of_unresolved_series_is_counted_per_kernel(monkeypatch, capsys):
+    """Past FLOOD failing UNRESOLVED series, gemm regress counts them per kernel in one
+    REGRESSION line pointing at docs/ci.md (each is in the table), instead of a line each;
+    a DROP keeps its own line; a few UNRESOLVED are still named one by one."""
+    from gemm.cli import regress
+    from gemm.track.judge import Report
+
+    def row(kernel, verdict, carried=("c" * 40, "d" * 40)):
+        return rule.Row(kernel, "4096", "tflops", 5, 30.0, 29.9, -0.003, 0.005,
+                        rule.Verdict(verdict), note="unresolved: vs c: not measured",
+                        reference="c" * 40, min_effect=0.01, carried=list(carried))
+
+    def report(rows):
+        return Report("a" * 40, "h200", rule.GateConfig(), rule.Narrowing(), None, "", None,
+                      "", rows=rows, counts={}, exit=1)
+    flood = [row(f"k{i % 3}", "UNRESOLVED") for i in range(15)] + [row("k9", "DROP", ())]
+    monkeypatch.setattr(regress, "judge", lambda *a, **k: report(flood))
+    assert cli_main(["regress"]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION: k9 at 4096: TFLOPS DROP" in out
+    assert out.count("REGRESSION:") == 2
+    assert ("REGRESSION: 15 series UNRESOLVED at 3 or more commits running (k0 5, k1 5, k2 5; "
+            "each in the table above)") in out and "docs/ci.md" in out
+    assert "first): k0 5, k1 5, k2 5 (each in the table above)" in out
+    monkeypatch.setattr(regress, "judge", lambda *a, **k: report(flood[:2]))
+    assert cli_main(["regress"]) == 1
+    out = capsys.readouterr().out
+    assert out.count("REGRESSION: k") == 2 and "k0 at 4096 (TFLOPS, 3 commits running)" in out

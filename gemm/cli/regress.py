@@ -160,19 +160,41 @@ def main(args) -> int:
     if rep.unresolved:
         print(f"UNRESOLVED: {len(rep.unresolved)} series (a large one fails once UNRESOLVED at "
               f"{rep.config.carry_commits} commits running; the next commit measures it "
-              f"first): " + ", ".join(f"{r.kernel} at {r.size} ({r.label}"
-                                      + (f", {len(r.carried) + 1} commits running"
-                                         if r.carried else "") + ")"
-                                      for r in rep.unresolved))
+              f"first): " + _listed(rep.unresolved, lambda r: f"{r.kernel} at {r.size} ({r.label}"
+                                    + (f", {len(r.carried) + 1} commits running"
+                                       if r.carried else "") + ")"))
         why = unresolved.lines([asdict(r) for r in rows], config)
         for line in why:
             print(f"  {line}")
         if why:
             print("  (their whole notes: gemm show --full on the --json report)")
-    for r in rep.failing:
+    stuck = [r for r in rep.failing if r.verdict == Verdict.UNRESOLVED]
+    for r in rep.failing if len(stuck) <= FLOOD else [r for r in rep.failing if r not in stuck]:
         change = "" if r.change is None else f"{100 * r.change:+.2f} %"
         if r.anchor_change is not None:
             change += f" (anchor {r.anchor[:10]}: {100 * r.anchor_change:+.2f} %)"
         print(f"REGRESSION: {r.kernel} at {r.size}: {metrics.get(r.metric).label} {r.verdict} "
               f"({change} {r.note})".replace("( ", "(").rstrip())
+    if len(stuck) > FLOOD:
+        print(f"REGRESSION: {len(stuck)} series UNRESOLVED at {rep.config.carry_commits} or more "
+              f"commits running ({_by_kernel(stuck)}; each in the table above): a flood of "
+              f"candidates the A/B's budget could not decide; to settle it, docs/ci.md, "
+              f"\"When the job fails on UNRESOLVED series\"")
     return rep.exit
+
+
+FLOOD = 12   # more UNRESOLVED series than this are counted per kernel, not listed
+
+
+def _by_kernel(rows) -> str:
+    counts: dict = {}
+    for r in rows:
+        counts[r.kernel] = counts.get(r.kernel, 0) + 1
+    return ", ".join(f"{k} {n}" for k, n in counts.items())
+
+
+def _listed(rows, name) -> str:
+    """Each row named, or, past FLOOD of them, counted per kernel."""
+    if len(rows) <= FLOOD:
+        return ", ".join(map(name, rows))
+    return f"{_by_kernel(rows)} (each in the table above)"
