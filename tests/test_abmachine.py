@@ -354,3 +354,14 @@ def test_explain_reads_each_arms_own_timer_clocks_of_the_target():
     assert "the kernel's own samples' clock -12.0 %" in m.part()
     del row["effects"][0]["clocks"]
     assert from_rows([row], "14_bf16_wgmma_tma", "2048", OLD[:10]).alike is True
+
+
+def test_one_rule_tells_two_clocks_apart():
+    """gemm.machine.nvml.clocks_differ: more than 1 % of the larger apart, the rule of the
+    gate's per-target clock note and of gemm explain's machine lines (they were 2 % and 1 %)."""
+    from gemm.machine.nvml import clocks_differ
+    from gemm.track.abreport import _clock_note
+    assert not clocks_differ(1000, 990) and clocks_differ(1000, 989) and clocks_differ(989, 1000)
+    assert not clocks_differ(None, 1000) and not clocks_differ(0, 1000)
+    assert _clock_note({"kernel": 1980}, {"kernel": 1950}) != ""       # 1.5 %: said now
+    assert _clock_note({"kernel": 1980}, {"kernel": 1970}) == ""

@@ -1,7 +1,7 @@
 """The machine over the gate's A/B, for a drop it confirmed: the NVML figures of each arm's
 processes (gemm.machine.nvml.ArmMachine), which the gate keeps in the effects of its report's
 and kept verdict file's rows, read back for the commits explained and compared. The arms are
-alike, or they differ (median SM clocks more than CLOCK_REL apart, or one arm at its power cap
+alike, or they differ (median SM clocks apart: nvml.clocks_differ, or one arm at its power cap
 and the other not) and the drop is a machine change candidate; at the power cap the clock
 also follows the code's own power draw, and the words say so. Pure: rows in, words out."""
 from __future__ import annotations
@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.problem import same_size
-from ..machine.nvml import ArmMachine
+from ..machine.nvml import ArmMachine, clocks_differ
 
-CLOCK_REL = 0.01     # the arms differ: median SM clocks more than this apart (of the larger)
 CAPPED_PCT = 50.0    # an arm ran at its power cap: the cap held the clocks in this % of samples
 
 
@@ -42,10 +41,10 @@ class ABMachine:
             return {}
         out = {}
         a, b = r.sm_mhz_median, n.sm_mhz_median
-        if a and b and abs(b - a) > CLOCK_REL * max(a, b):
+        if clocks_differ(a, b):
             out["sm_mhz_median"] = f"SM clock {100 * (b / a - 1):+.1f} %"
         ka, kb = self.kernel_mhz or (None, None)
-        if ka and kb and abs(kb - ka) > CLOCK_REL * max(ka, kb):
+        if clocks_differ(ka, kb):
             out["kernel_mhz"] = f"the kernel's own samples' clock {100 * (kb / ka - 1):+.1f} %"
         ca, cb = at_cap(r), at_cap(n)
         if ca is not None and cb is not None and ca != cb:

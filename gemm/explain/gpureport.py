@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..machine.nvml import clocks_differ
 from .ncu import LABELS
 
 COUNTER_POINTS = 3.0    # a counter (% of peak) named in the summary: moved this many points
 STALL_POINTS = 3.0      # a stall reason named: its share of stall cycles moved this many
-CLOCK_REL = 0.02        # the machine named: median SM clock differs by this much (relative)
 POWER_REL = 0.05        # ... median power
 TEMP_C = 5.0            # ... median temperature (degrees)
 TIME_REL = 0.01         # the table marks times that differ by this much (relative)
@@ -138,7 +138,7 @@ def _counter_parts(g: GpuReport) -> list[str]:
     return parts
 
 
-MACHINE = (("sm_mhz", "SM clock", "MHz", lambda a, b: abs(b - a) >= CLOCK_REL * max(a, b)),
+MACHINE = (("sm_mhz", "SM clock", "MHz", clocks_differ),
            ("power_w", "power", "W", lambda a, b: abs(b - a) >= POWER_REL * max(a, b)),
            ("temp_c", "temperature", "C", lambda a, b: abs(b - a) >= TEMP_C))
 

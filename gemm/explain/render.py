@@ -3,11 +3,12 @@ mix (whole function and K loop per iteration), the launch, the GPU's runs (time,
 counters, stalls), the machine over the gate's A/B, the K loop's diff, the summary."""
 from __future__ import annotations
 
+from ..machine.nvml import clocks_differ
 from . import resources as res
 from . import sass
 from .abmachine import ABMachine
 from .build import Build
-from .gpureport import (CLOCK_REL, COUNTER_POINTS, STALL_POINTS, TIME_REL, GpuReport,
+from .gpureport import (COUNTER_POINTS, STALL_POINTS, TIME_REL, GpuReport,
                         machine_moved, pct)
 from .ncu import QUANTITIES
 from .report import Explanation, _fmt, entry_facts, launch_facts
@@ -201,7 +202,7 @@ def render_gpu(g: GpuReport) -> list[str]:
         out.append(_row(label, pct(a), pct(b), differs=a is not None and b is not None
                         and abs(b - a) >= COUNTER_POINTS))
     ca, cb = (co.sm_mhz if co else None), (cn.sm_mhz if cn else None)
-    out.append(_row("SM clock (ncu)", _mhz(co), _mhz(cn), differs=_rel(ca, cb) >= CLOCK_REL))
+    out.append(_row("SM clock (ncu)", _mhz(co), _mhz(cn), differs=clocks_differ(ca, cb)))
     da, db = (co.duration_ms if co else None), (cn.duration_ms if cn else None)
     out.append(_row("duration (ncu)", _ms(da), _ms(db), differs=_rel(da, db) >= TIME_REL))
     out += _stalls(co, cn)

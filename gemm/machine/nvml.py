@@ -168,6 +168,16 @@ def _median(values: list) -> float | None:
     return round(statistics.median(vals), 1) if vals else None
 
 
+CLOCKS_APART = 0.01   # two clocks differ: more than this share of the larger apart
+
+
+def clocks_differ(a, b) -> bool:
+    """Do two SM clocks (MHz; None or 0: unknown) differ, the gate's and explain's one rule:
+    more than CLOCKS_APART of the larger apart (a compute-bound kernel's speed moves with it,
+    and the gate's minimum effect at the large sizes is 1 %)."""
+    return bool(a and b and abs(b - a) > CLOCKS_APART * max(a, b))
+
+
 @dataclass(frozen=True)
 class ArmMachine:
     """What NVML read while one arm of an A/B had the GPU busy: every busy sample

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from ..core import stats
+from ..machine.nvml import clocks_differ
 from . import decision
 from .abrun import Stop
 from .gate import Row, Verdict
@@ -70,9 +71,9 @@ def target_clocks(clocks, arm: str, target: tuple) -> dict | None:
 
 
 def _clock_note(ref: dict | None, new: dict | None) -> str:
-    """The kernel's sample clocks in each arm, said where they differ by 2 % or more."""
+    """The kernel's sample clocks in each arm, said where they differ (nvml.clocks_differ)."""
     a, b = (ref or {}).get("kernel"), (new or {}).get("kernel")
-    if not a or not b or abs(b / a - 1) < 0.02:
+    if not clocks_differ(a, b):
         return ""
     return f" (the kernel's samples at {a:.0f} MHz in the reference, {b:.0f} MHz in the new code)"
 
