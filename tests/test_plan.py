@@ -318,7 +318,8 @@ def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(
     """Borrowed noise (the run's own dof): after one round the interval is unbounded, so it
     goes on before an unmeasured candidate, and a round takes a comparison only where the
     rounds it still needs fit (5aca64f, b18d38c: every comparison one round, none decided):
-    three in all (RUN_DOF_ROUNDS), since two leave 2 dof and a t quantile over 100."""
+    those that give RUN_DOF (4) dof, three with a borrowed prior (two leave 2 dof and a t
+    quantile over 100), five with none; and only where the round cap leaves them."""
     now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW",
@@ -326,7 +327,7 @@ def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(
     ab.measure_round(1, [1])
     assert not math.isfinite(ab.effect(1).hi)
     assert sorted(range(2), key=ab.priority) == [1, 0]      # the started one first
-    assert ab.needs(0) == abrun.RUN_DOF_ROUNDS == 3
+    assert ab.needs(0) == 3 and abrun.RUN_DOF == 4           # borrowed: 2 + 2 dof
     ab.costs.start, ab.costs.target = {"c1": 5.0, "NEW": 5.0}, {}
     one = 4 * (5.0 + 5.0)                                    # a round of one target
     ab.costs.target = {(a, ("k1", "4096")): 5.0 for a in ("c1", "NEW")}
@@ -337,6 +338,12 @@ def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(
     capped = confirm.ABRun([(r, "c1") for r in rows], GateConfig(max_rounds=2), "NEW", {},
                            lambda s: None, _borrowed(0.0005))
     assert capped.needs(0) == 2                              # no more than the cap
+    none = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
+                         None)
+    assert none.needs(0) == 5                                # no prior: r - 1 dof
+    assert 0 in none.choose(1e9)
+    none.n = 4                                               # round 5 of 8 next: too late
+    assert none.choose(1e9) == []
     own = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
                         _cal(0.0005))
     assert own.needs(0) == 1                                 # its own noise: one round may do
@@ -383,8 +390,8 @@ def test_a_flood_with_borrowed_noise_still_catches_a_big_drop():
     """ci/probes/flood_sim.py on ccdb051's report (253 comparisons over 197 series, most
     with borrowed noise: docs/probes) at the per-commit budget: the two rows of 04 at
     3001x2999x3003, 40 % slower, are DROPs, and nothing else is. While such a comparison
-    started where two rounds fit (2 dof: t over 500 at a flood's Bonferroni level), every
-    interval stayed unbounded and neither was, in 5 of 5 replays (seeds 1-5)."""
+    started where two rounds fit (2 dof: t about 2000 at a flood's Bonferroni level), every
+    interval was too wide to decide and neither was, in 5 of 5 replays (seeds 1-5)."""
     import importlib.util
     import random
     root = Path(__file__).resolve().parents[1]

@@ -345,7 +345,7 @@ def test_a_flood_of_unresolved_series_is_counted_per_kernel(monkeypatch, capsys)
     assert "REGRESSION: k9 at 4096: TFLOPS DROP" in out
     assert out.count("REGRESSION:") == 2
     assert ("REGRESSION: 15 series UNRESOLVED at 3 or more commits running (k0 5, k1 5, k2 5; "
-            "each in the table above)") in out and "docs/ci.md" in out
+            "each in the table above, and why under UNRESOLVED)") in out and "docs/ci.md" in out
     assert "first): k0 5, k1 5, k2 5 (each in the table above)" in out
     monkeypatch.setattr(regress, "judge", lambda *a, **k: report(flood[:2]))
     assert cli_main(["regress"]) == 1

@@ -101,11 +101,14 @@ def simulate(mod, comps, cal, budget: float, rng: random.Random) -> Counter:
                     out[key] = (r.new or 1.0) * math.exp(shift + rng.gauss(0.0, sd))
         return out, walls
 
-    mod.time = SimpleNamespace(monotonic=lambda: now[0])
-    ab = mod.ABRun(comps, GateConfig(budget_s=budget, overtime_s=float(os.environ.get(
-        "OVERTIME", "60"))), "NEW", measure, lambda s: None, cal, speeds)
-    ab.unstable = lambda: None        # no GPU step in this replay
-    ab.run()
+    real, mod.time = mod.time, SimpleNamespace(monotonic=lambda: now[0])
+    try:                              # the engine's clock, faked for this replay only
+        ab = mod.ABRun(comps, GateConfig(budget_s=budget, overtime_s=float(os.environ.get(
+            "OVERTIME", "60"))), "NEW", measure, lambda s: None, cal, speeds)
+        ab.unstable = lambda: None    # no GPU step in this replay
+        ab.run()
+    finally:
+        mod.time = real
     abreport.finish(ab)
     got = Counter(str(r.verdict) for r in rows.values())
     got["elapsed_s"] = round(now[0])

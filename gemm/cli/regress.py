@@ -169,16 +169,18 @@ def main(args) -> int:
         if why:
             print("  (their whole notes: gemm show --full on the --json report)")
     stuck = [r for r in rep.failing if r.verdict == Verdict.UNRESOLVED]
-    for r in rep.failing if len(stuck) <= FLOOD else [r for r in rep.failing if r not in stuck]:
+    for r in rep.failing if len(stuck) <= FLOOD else [r for r in rep.failing
+                                                      if r.verdict != Verdict.UNRESOLVED]:
         change = "" if r.change is None else f"{100 * r.change:+.2f} %"
         if r.anchor_change is not None:
             change += f" (anchor {r.anchor[:10]}: {100 * r.anchor_change:+.2f} %)"
         print(f"REGRESSION: {r.kernel} at {r.size}: {metrics.get(r.metric).label} {r.verdict} "
               f"({change} {r.note})".replace("( ", "(").rstrip())
     if len(stuck) > FLOOD:
-        print(f"REGRESSION: {len(stuck)} series UNRESOLVED at {rep.config.carry_commits} or more "
-              f"commits running ({_by_kernel(stuck)}; each in the table above): a flood of "
-              f"candidates the A/B's budget could not decide; to settle it, docs/ci.md, "
+        why = ("--strict" if rep.config.strict else
+               f"at {rep.config.carry_commits} or more commits running")
+        print(f"REGRESSION: {len(stuck)} series UNRESOLVED {why} ({_by_kernel(stuck)}; each in "
+              f"the table above, and why under UNRESOLVED): to settle them, docs/ci.md, "
               f"\"When the job fails on UNRESOLVED series\"")
     return rep.exit
 

@@ -58,8 +58,9 @@ def _fails_on(rows: list[dict], carry: int = GateConfig.carry_commits) -> str:
     stuck = [r for r in rows if r.get("verdict") == "UNRESOLVED"
              and len(r.get("carried") or []) + 1 >= carry]
     if stuck:
-        never = sum(bool(r.get("open")) and all((o.get("rounds") or 0) <= (o.get("kept") or 0)
-                                                for o in r["open"]) for r in stuck)
+        never = sum(bool(r.get("open")) and not r.get("effects") and all(
+            o.get("stop") in ("budget", "cap") and (o.get("rounds") or 0) <= (o.get("kept") or 0)
+            for o in r["open"]) for r in stuck)
         parts.append(f"{len(stuck)} UNRESOLVED at {carry} or more commits running"
                      + (f" ({never} not measured here: out of the A/B's time)" if never else ""))
     return f"<div class='small muted'>fails on {esc('; '.join(parts))}</div>" if parts else ""

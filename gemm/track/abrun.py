@@ -11,9 +11,10 @@ from . import abtest, decision, plan
 from .gate import GateConfig, Row
 
 
-# rounds before a decision where the noise has only the run's own dof (no prior, or a borrowed
-# one): two rounds give 2 dof, and t >= 126 at the smallest family; three give 4 (t 18-70)
-RUN_DOF_ROUNDS = 3
+# the dof a decision waits for where the noise has only the run's own: r rounds give r - 1, and
+# a borrowed prior adds as many (2 at two rounds: t >= 126 at the smallest family, about 2000
+# at a flood's; 4: t 18-70)
+RUN_DOF = 4
 
 
 class Stop(StrEnum):
@@ -161,10 +162,14 @@ class ABRun:
         return [v for n in sorted(d) for v in d[n]]
 
     def needs(self, i: int) -> int:
-        """Rounds comparison i needs before a decision: 1 with its own calibrated noise, else
-        RUN_DOF_ROUNDS (at most the cap)."""
+        """Rounds comparison i needs before a decision (at most the cap): 1 with its own
+        calibrated noise, else those that give RUN_DOF dof (3 with a borrowed prior, 5 with
+        none)."""
         p = self.prior(self.comps[i][0])
-        return 1 if p is not None and not p.borrowed else min(RUN_DOF_ROUNDS, self.cfg.max_rounds)
+        if p is not None and not p.borrowed:
+            return 1
+        rounds = 1 + (math.ceil(RUN_DOF / 2) if p is not None else RUN_DOF)
+        return min(rounds, self.cfg.max_rounds)
 
     def early(self, i: int, e) -> bool:
         """Fewer rounds than a decision needs here, or an interval still unbounded."""
@@ -209,10 +214,12 @@ class ABRun:
             if t in arms.get(c, ()) and t in arms.get(self.new, ()):
                 chosen.append(i)   # its targets are measured anyway
                 continue
+            need = max(times, self.needs(i) - self.rounds(i))
+            if self.needs(i) - self.rounds(i) > self.cfg.max_rounds - self.n:
+                continue           # the cap leaves it too few rounds to decide
             trial = {a: set(ts) for a, ts in arms.items()}
             trial.setdefault(c, set()).add(t)
             trial.setdefault(self.new, set()).add(t)
-            need = max(times, self.needs(i) - self.rounds(i))
             if self.costs.round_s(trial) * need <= left or (first and not chosen):
                 arms, times = trial, need
                 chosen.append(i)

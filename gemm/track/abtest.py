@@ -51,17 +51,23 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
         registry.get(kernel)
     except (KeyError, ValueError):
         return False
-
-    def unchanged(*paths) -> bool:
-        return git.returncode(repo, "diff", "--quiet", older, newer, "--", *paths) == 0
-    if not unchanged(*HARNESS):
+    repo = Path(repo).resolve()
+    if not _unchanged(repo, older, newer, HARNESS):
         return False
-    if unchanged("kernels"):
+    if _unchanged(repo, older, newer, ("kernels",)):
         return True
     build = _kernel_build(repo, older, kernel)
     return build is not None and build == _kernel_build(repo, newer, kernel)
 
 
+@functools.lru_cache(maxsize=4096)
+def _unchanged(repo: Path, older: str, newer: str, paths: tuple) -> bool:
+    """No change to `paths` from `older` to `newer` (git; once per question and process: a
+    flood asks it for every row)."""
+    return git.returncode(repo, "diff", "--quiet", older, newer, "--", *paths) == 0
+
+
+@functools.lru_cache(maxsize=1024)
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
     """What builds `kernel` at `rev` (git): its registry entry less its search space (`tune`),
     sources, the tables' entries for it where it is tuned (not the search logs; none yet: it
@@ -106,6 +112,7 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
 
 def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
     """Did `kernel`'s code or build change from `older` to `newer`? False where git cannot tell."""
+    repo = Path(repo).resolve()
     a, b = _kernel_build(repo, older, kernel), _kernel_build(repo, newer, kernel)
     return a is not None and b is not None and a != b
 
