@@ -50,6 +50,27 @@ def test_constants_are_tunable_without_edits(nvcc, tmp_path):
     assert funcs["sgemm_2d_main"]["spill_st"] == 0
 
 
+@pytest.mark.parametrize("overrides", [{"BM": 64, "BN": 256, "STAGES": 5},
+                                       {"BM": 128, "BN": 192, "STAGES": 5}],
+                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+def test_pingpong_tiles_outside_its_search_space_compile_without_spills(nvcc, tmp_path, overrides):
+    """15's 64x256 tile (14's m64n256 per consumer; not in its `tune` space, whose BM x BN
+    product would hold the refused 128x256) and its largest, 128x192 at 5 stages, build clean
+    with the registry's setmaxnreg counts."""
+    spec = registry.get("15").with_defines(**overrides)
+    f = ptxas_report(nvcc, spec, tmp_path)[spec.main]
+    assert f["spill_st"] == 0 and f["spill_ld"] == 0 and f["stack"] == 0, f
+
+
+def test_pingpong_refuses_a_tile_whose_accumulators_do_not_fit(nvcc, tmp_path):
+    """128x256 per consumer would be 256 accumulators per thread: a static_assert, not a spill."""
+    spec = registry.get("15").with_defines(BM=128, BN=256)
+    out = subprocess.run([nvcc, "--cubin", "-arch", target_arch(spec, "sm_90"), *nvcc_options(spec),
+                          f"-I{kernels_dir()}", "-o", str(tmp_path / "k.cubin"), str(spec.path)],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "static assert" in out.stderr.lower().replace("_", " "), out.stderr
+
+
 def test_a_broken_constant_fails_to_compile(nvcc, tmp_path):
     spec = registry.get("05").with_defines(TM=7)  # 64 is not a multiple of 7: static_assert
     arch = target_arch(spec, "sm_90")
