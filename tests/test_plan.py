@@ -408,3 +408,24 @@ def test_a_flood_with_borrowed_noise_still_catches_a_big_drop():
     got = sim.simulate(abrun, sim.fresh(sim.comparisons(report)), cal, 180.0, random.Random(2))
     assert got["big drops"] == 2 and got["big drops DROP"] == 2, got
     assert got["DROP"] == 2, got                        # and nothing else
+
+
+def test_a_cold_arm_first_process_builds_its_kernels(monkeypatch):
+    """Before any process of it was timed, a reference arm's round costs COMPILE_S per kernel
+    more (its first process builds them with nvcc; the new code's were built by the record):
+    04a7ae8's first round against 7fa00a2 took some 25 targets on the guesses and overran its
+    180-s budget by minutes. Once an arm's process is timed, its walls hold what it cost."""
+    monkeypatch.setattr(plan, "COMPILE_S", 30.0)
+    costs = plan.Costs({}, warm={"NEW"})
+    arms = {"ref": {("k1", "4096"), ("k1", "8192"), ("k2", "4096")},
+            "NEW": {("k1", "4096"), ("k1", "8192"), ("k2", "4096")}}
+    warm = plan.Costs({}, warm={"NEW", "ref"}).round_s(arms)
+    assert costs.round_s(arms) == warm + 2 * 30.0        # two kernels, built once
+    costs.learn("ref", {None: 5.0, ("k1", "4096"): 1.0})
+    assert costs.compile_s("ref", arms["ref"]) == 0.0
+    now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
+    rows = _rows(6)
+    ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, overtime_s=60.0),
+                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
+                       _cal(0.0005))
+    assert len(ab.choose(145.0, first=True)) == 2          # 4 without the builds' guess

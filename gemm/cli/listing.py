@@ -33,7 +33,7 @@ def _table(specs) -> str:
     room = max(20, WIDTH - sum(widths) - 2 * len(widths))
     rows = []
     for s, row in zip(specs, fixed):
-        lines = textwrap.wrap(s.summary, room) or [""]
+        lines = textwrap.wrap(s.summary, room, break_on_hyphens=False) or [""]
         rows.append(row + [lines[0]])
         rows += [["", "", "", ""] + [line] for line in lines[1:]]
     return (table(heads + ["what"], rows, "lllrl")

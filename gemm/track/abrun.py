@@ -56,7 +56,7 @@ class ABRun:
         self.log, self.cal, self.clock = log, calibration, clock
         self.family = family or decision.family_size(len(comparisons), cfg.min_rounds,
                                                      cfg.max_rounds)
-        self.costs = plan.Costs(speeds)   # what a round costs (learned as measured)
+        self.costs = plan.Costs(speeds, warm={new})   # a round's cost (learned as measured)
         self.unguarded = False            # said once: no series here can judge the GPU
         self.untrusted: set[int] = set()  # left open as the A/A control moved: not carried
         self.restarts = 0

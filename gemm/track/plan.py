@@ -11,6 +11,9 @@ SET_S = 0.02       # per operand set: allocation, fill, graph capture
 CHECK_S = 0.05     # a target's correctness check before its timing
 UNKNOWN_S = 5.0    # a target of unknown speed
 MARGIN = 1.25      # guesses are taken this much high
+COMPILE_S = 30.0   # per kernel, an arm's first process building it (nvcc, nothing cached): on
+                   # the H200 a fresh process of 9 kernels at the 7 large sizes took about 350 s
+                   # where 80 were guessed, and 04a7ae8's first A/B round against 7fa00a2 overran
 
 
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
@@ -44,10 +47,11 @@ def speeds(rows) -> dict:
 class Costs:
     """Seconds per process: each arm's start-up and each target's, learned as measured."""
 
-    def __init__(self, speeds_: dict | None = None, policy: Policy = CONFIRM):
+    def __init__(self, speeds_: dict | None = None, policy: Policy = CONFIRM, warm=()):
         self.speeds, self.policy = speeds_ or {}, policy
         self.target: dict = {}    # (arm, (kernel, size)) -> s
         self.start: dict = {}     # arm -> s
+        self.warm = set(warm)     # arms whose kernels are built already (the recorded code)
 
     def learn(self, arm: str, walls: dict) -> None:
         """`walls` from gemm.track.abtest.measure: {(kernel, size): s, None: start-up s}."""
@@ -70,7 +74,14 @@ class Costs:
     def start_s(self, arm: str) -> float:
         return self.start.get(arm, max(self.start.values(), default=START_S))
 
+    def compile_s(self, arm: str, targets) -> float:
+        """What the arm's first process spends building its kernels, until a process of it
+        was timed (its walls then hold it): COMPILE_S per kernel, none for a warm arm."""
+        if arm in self.warm or arm in self.start:
+            return 0.0
+        return COMPILE_S * len({kernel for kernel, _ in targets})
+
     def round_s(self, arms: dict) -> float:
         """A round's seconds: {arm: set of targets} measured in each arm's processes."""
         return sum(PROCESSES * (self.start_s(a) + sum(self.target_s(a, t) for t in ts))
-                   for a, ts in arms.items() if ts)
+                   + self.compile_s(a, ts) for a, ts in arms.items() if ts)
