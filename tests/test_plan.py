@@ -429,3 +429,22 @@ def test_a_cold_arm_first_process_builds_its_kernels(monkeypatch):
                        "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
                        _cal(0.0005))
     assert len(ab.choose(145.0, first=True)) == 2          # 4 without the builds' guess
+
+
+def test_a_calibration_trial_guesses_no_builds_for_its_reference(monkeypatch):
+    """A detection trial's two arms are this tree's code (one slowed by the hook): its
+    reference is built already, so its first round is planned without COMPILE_S."""
+    from gemm.calibrate import runner
+    monkeypatch.setattr(plan, "COMPILE_S", 30.0)
+    seen = []
+    real = abrun.ABRun.__init__
+
+    def spy(self, *a, **k):
+        real(self, *a, **k)
+        seen.append(self.costs.warm)
+    monkeypatch.setattr(abrun.ABRun, "__init__", spy)
+    monkeypatch.setattr(runner.ABRun, "run", lambda self: None)
+    cal = SimpleNamespace(doc={"noise": []}, prior=lambda *a: decision.Noise(0.003, 20),
+                          robust_prior=lambda *a: None, borrowed=lambda *a: False)
+    runner.trial(".", ["09"], ["4096"], [0.01], GateConfig(), cal, lambda s: None)
+    assert seen and seen[0] == {"+1 %", runner.REFERENCE}

@@ -60,7 +60,7 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
             return {KEY: math.exp(rng.choice(logs) + moved)}, {None: 0.0, KEY[:2]: 1.0}
         row = Row(*KEY, 0, None, None, None, None, Verdict.CANDIDATE, min_effect=delta)
         ab = ABRun([(row, "reference")], cfg, "new", measure, lambda s: None, cal,
-                   family=family, clock=lambda: now[0])
+                   family=family, clock=lambda: now[0], built=("reference",))
         ab.run()
         verdicts.append(ab.decided[0].verdict if 0 in ab.decided else None)
     drop = verdicts.count(decision.DROP) / trials

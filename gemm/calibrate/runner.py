@@ -143,7 +143,8 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = 
             procs.append((ab.restarts, arm, sets))
             return got, walls
         ab = ABRun([(r, REFERENCE) for r in rows], cfg, f"+{100 * sh:g} %", measure,
-                   lambda s: log(f"calibrate: {label}{s}"), cal, plan.speeds(rows), clock=clock)
+                   lambda s: log(f"calibrate: {label}{s}"), cal, plan.speeds(rows), clock=clock,
+                   built=(REFERENCE,))
         ab.run()
         procs = [p for p in procs if p[0] == ab.restarts]
         for i, r in enumerate(rows):

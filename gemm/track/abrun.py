@@ -51,12 +51,14 @@ class ABRun:
     comparisons' own; `clock`: seconds (time.monotonic)."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
-                 speeds: dict | None = None, family: int | None = None, clock=None):
+                 speeds: dict | None = None, family: int | None = None, clock=None,
+                 built=()):
         self.comps, self.cfg, self.new, self.measure = comparisons, cfg, new, measure
         self.log, self.cal, self.clock = log, calibration, clock
         self.family = family or decision.family_size(len(comparisons), cfg.min_rounds,
                                                      cfg.max_rounds)
-        self.costs = plan.Costs(speeds, warm={new})   # a round's cost (learned as measured)
+        # a round's cost, learned as measured; built: arms of the new code's tree (compiled)
+        self.costs = plan.Costs(speeds, warm={new, *built})
         self.unguarded = False            # said once: no series here can judge the GPU
         self.untrusted: set[int] = set()  # left open as the A/A control moved: not carried
         self.restarts = 0
