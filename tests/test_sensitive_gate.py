@@ -79,7 +79,7 @@ def gate(repo, res, *extra):
 
 def notes(repo) -> str:
     """The whole notes of the last gate(..., "--json", repo.parent / "r.json") (the console
-    gives an UNRESOLVED series a short note, gemm.cli.unresolved)."""
+    gives an UNRESOLVED series a short note, gemm.record.unresolved)."""
     return " ".join(r["note"] for r in json.loads((repo.parent / "r.json").read_text())["rows"])
 
 

@@ -1,7 +1,7 @@
 """Why series are UNRESOLVED, typed: the A/B names each comparison it left open and why (a row's
 `open`, gemm.track.abreport.left_open, by gemm.track.abrun.Stop), the kept verdict file keeps
 it, and `gemm summary`, `gemm show` and `gemm regress` tell the UNRESOLVED series by reason, a
-line each, with a short note per row (gemm.cli.unresolved), never reading the note's words; a
+line each, with a short note per row (gemm.record.unresolved), never reading the note's words; a
 report from before `open` shows its notes as it did.
 
 tests/data/regress_5aca64f.json: 8 rows of the real gate report of the per-commit job at
@@ -20,7 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gemm.cli import main as cli_main
-from gemm.cli import summary, unresolved
+from gemm.cli import summary
+from gemm.record import unresolved
 from gemm.store import verdicts
 from gemm.track import abreport, abrun, confirm
 from gemm.track.abrun import Stop

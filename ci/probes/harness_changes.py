@@ -18,8 +18,8 @@ LAUNCH_PLANNING = tuple(f"gemm/core/{m}.py" for m in (
 
 
 def main(root: str = "results/h200") -> None:
-    runs = sorted((json.loads(p.read_text()).get("date", 0), json.loads(p.read_text())["commit_hash"])
-                  for p in Path(root).glob("*.json") if p.name not in ("machine.json",))
+    docs = [json.loads(p.read_text()) for p in Path(root).glob("*.json") if p.name != "machine.json"]
+    runs = sorted((d.get("date", 0), d["commit_hash"]) for d in docs)
     shas = list(dict.fromkeys(c for _, c in runs))
     pairs = harness = launch_only = 0
     for a, b in zip(shas, shas[1:]):

@@ -17,7 +17,7 @@ from ..core.problem import SizeClass
 from ..track import anchor as anchors
 from ..track.gate import MIN_EFFECT, GateConfig, Verdict
 from ..track.judge import BadRequest, Report, Request, judge
-from . import unresolved
+from ..record import unresolved
 from .tables import regress_table
 
 

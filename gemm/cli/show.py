@@ -1,7 +1,7 @@
 """`gemm show`: tables from saved measurements, gate reports, kept verdict files
 (verdicts/<machine>/<commit>.json), calibration files or asv's result files
 (results/<machine>/*.json). A confirmed DROP's explanation, where attached, is printed under
-it ("why: ..."); UNRESOLVED series are told by reason (gemm.cli.unresolved), each with a short
+it ("why: ..."); UNRESOLVED series are told by reason (gemm.record.unresolved), each with a short
 note (--full: the whole note)."""
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ def _as_report(doc: dict) -> dict:
 
 def _show_regress(doc: dict, title: str | None = None, full: bool = False) -> None:
     from ..store.verdicts import why
-    from . import unresolved
+    from ..record import unresolved
     counts = doc.get("counts") or {}
     print(f"{title or 'gate on ' + str(doc.get('machine'))}: commit "
           f"{str(doc.get('commit'))[:10]}, exit {doc.get('exit')}: "

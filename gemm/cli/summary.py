@@ -1,7 +1,7 @@
 """`gemm summary`: the per-commit GPU job's summary in markdown (the job's step summary and,
 on a pull request, its comment): the gate's verdicts (from its gemm.regress/1 report: the
 counts, then every series that is not ok, those that fail the gate and the UNRESOLVED first,
-these by reason with a short note each (gemm.cli.unresolved), their whole notes collapsed;
+these by reason with a short note each (gemm.record.unresolved), their whole notes collapsed;
 under them why each confirmed DROP dropped, where ci/explain.sh attached its explanation to
 the report's rows) and this commit's table, kernels x tracked sizes, TFLOPS and % of cuBLAS
 (gemm.cli.markdown, from the record's sweep documents, gemm.measure/1, the numbers `gemm show`
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import unresolved
+from ..record import unresolved
 from .common import UsageError
 from .markdown import MARK, results_table
 from .markdown import cell as _cell, kernel_label as _kernel_label, metric_label as _metric_label
@@ -194,7 +194,7 @@ def _short(text: str, chars: int | None) -> str:
 
 def _verdict_table(rows: list[dict], note_chars: int | None, config=None) -> list[str]:
     """The rows' table; an UNRESOLVED row that does not fail the gate with its short note
-    (gemm.cli.unresolved)."""
+    (gemm.record.unresolved)."""
     out = ["| | kernel | size | metric | verdict | change | vs anchor | min effect | note |",
            "|---|---|---|---|---|---:|---:|---:|---|"]
     for r in rows:

@@ -17,7 +17,7 @@ from ..core import metrics
 from ..store import verdicts
 from ..track.decision import signed_pct
 from ..track.gate import GateConfig
-from . import series_page
+from . import series_page, unresolved
 from .sitedata import CLASSES
 from .webpage import esc, nav, page
 
@@ -55,12 +55,9 @@ def _fails_on(rows: list[dict], carry: int = GateConfig.carry_commits) -> str:
     series UNRESOLVED at `carry` commits running (those never measured here said apart)."""
     parts = [f"{n} {v}" for v in ("DROP", "FAILED", "MISSING")
              if (n := sum(r.get("verdict") == v for r in rows))]
-    stuck = [r for r in rows if r.get("verdict") == "UNRESOLVED"
-             and len(r.get("carried") or []) + 1 >= carry]
+    stuck = [r for r in rows if unresolved.fails(r, {"carry_commits": carry})]
     if stuck:
-        never = sum(bool(r.get("open")) and not r.get("effects") and all(
-            o.get("stop") in ("budget", "cap") and (o.get("rounds") or 0) <= (o.get("kept") or 0)
-            for o in r["open"]) for r in stuck)
+        never = sum(unresolved.kind(r)[1] is False and not r.get("effects") for r in stuck)
         parts.append(f"{len(stuck)} UNRESOLVED at {carry} or more commits running"
                      + (f" ({never} not measured here: out of the A/B's time)" if never else ""))
     return f"<div class='small muted'>fails on {esc('; '.join(parts))}</div>" if parts else ""

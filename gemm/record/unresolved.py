@@ -3,7 +3,7 @@ comparisons the A/B left open and why (gemm.track.abrun.Stop, gemm.track.abrepor
 docs/gate.md). A line per reason over the report's rows ("57 not measured: out of the 94-s A/B
 budget (95 comparisons found no room in its 2 rounds)") and a short note per row ("not
 measured (budget)", "2 rounds: -0.04 % [-0.74, +0.67], needs ~3"), for `gemm summary`,
-`gemm show` and `gemm regress`. A row that names no reason (a report or kept verdict from
+`gemm show`, `gemm regress` and the site's gate.html. A row that names no reason (a report or kept verdict from
 before `open`, or a row the A/B never compared: no reference, no GPU) keeps its note. The
 note's words are never read here.
 """
