@@ -204,3 +204,30 @@ def test_sustained_mode_keeps_the_samples_a_loaded_gpu_takes_at_low_clocks():
     from gemm.cli.common import _policy
     assert _policy("sustained").throttle_fraction == 0.0
     assert _policy("hot").throttle_fraction == _policy("cold").throttle_fraction == 0.75
+
+
+def test_sampling_ends_when_the_clock_stays_under_the_floor_after_a_first_sample():
+    """A power-bound kernel can settle under the clock floor after its first samples (15 at
+    8192 under CONFIRM on the H200: one process ran past 250 s). Sampling ends at twice the
+    policy's max_time_s of GPU time with the samples it has; the rest count as throttled."""
+    from gemm.core.policy import CONFIRM
+    from gemm.measure import timer as tm
+    t = tm.Timer.__new__(tm.Timer)
+    t.p, t.flush, t.max_clock = CONFIRM, None, 1980
+    calls = []
+
+    class Clocks:
+        def sm_mhz(self):
+            return 1900 if len(calls) <= 1 else 1400   # under 0.75 x 1980 from the 2nd sample
+
+    def fake_time(fn, n, graph=None):
+        calls.append(n)
+        if len(calls) > 10_000:
+            raise AssertionError("sampling did not end")
+        return 0.01
+    t._time, t.clocks = fake_time, Clocks()
+    res = {"kernel": tm.Measurement(batch=1)}
+    t._sample({"kernel": lambda: None}, res, {})
+    m = res["kernel"]
+    assert len(m.samples_s) == 1 and m.throttled >= 1
+    assert 2 * CONFIRM.max_time_s <= m.gpu_time_s < 2 * CONFIRM.max_time_s + 0.011
