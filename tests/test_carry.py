@@ -142,3 +142,17 @@ def test_without_a_gpu_a_row_carried_only_stays_unresolved(tmp_path):
     confirm.carry([flagged], tmp_path, "h200", runs)
     confirm.decide([flagged], GateConfig(), "new", probe=lambda: (False, "no GPU here"))
     assert flagged.verdict == Verdict.DROP and flagged.unconfirmed
+
+
+def test_moving_the_anchor_accepts_what_was_left_open_at_it_and_before(tmp_path):
+    """An anchor moved to c2 (a reviewed commit that accepts the speed recorded there) ends
+    the carry: UNRESOLVED at c2 or before is no longer asked; after it, it still is."""
+    runs = [SimpleNamespace(commit=c) for c in ("c1", "c2", "c3")]
+    for c in ("c1", "c2", "c3"):
+        _keep(tmp_path, c, "UNRESOLVED")
+    assert confirm.unresolved_before(tmp_path, "h200", runs, KEY) == ["c3", "c2", "c1"]
+    assert confirm.unresolved_before(tmp_path, "h200", runs, KEY, anchor="c2") == ["c3"]
+    assert confirm.unresolved_before(tmp_path, "h200", runs, KEY, anchor="c3") == []
+    r = _row()
+    assert confirm.carry([r], tmp_path, "h200", runs, anchor="c3") == [] and not r.carried
+    assert r.verdict == Verdict.OK

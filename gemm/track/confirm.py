@@ -14,10 +14,15 @@ from .abtest import same_code
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, screened_large
 
 
-def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str]:
-    """The commits just before the judged one (newest first) UNRESOLVED for `key` running."""
+def unresolved_before(root, machine: str, earlier: list, key: tuple,
+                      anchor: str | None = None) -> list[str]:
+    """The commits just before the judged one (newest first) UNRESOLVED for `key` running,
+    back to the anchor: moving the anchor accepts the speed recorded there, so what was left
+    open at it or before it is no longer asked (docs/gate.md section 4)."""
     out = []
     for run in reversed(earlier):
+        if anchor and run.commit == anchor:
+            break
         if run.commit in out:      # a commit recorded twice is one commit
             continue
         kept = verdicts.load(root, machine, run.commit).get(key)
@@ -27,13 +32,16 @@ def unresolved_before(root, machine: str, earlier: list, key: tuple) -> list[str
     return out
 
 
-def carry(rows: list[Row], root, machine: str, earlier: list) -> list[Row]:
-    """Make each large row UNRESOLVED just before (Row.carried) a candidate; returns them."""
+def carry(rows: list[Row], root, machine: str, earlier: list,
+          anchor: str | None = None) -> list[Row]:
+    """Make each large row UNRESOLVED just before (Row.carried, back to the anchor) a
+    candidate; returns them."""
     out = []
     for r in rows:
         if not screened_large(r):
             continue
-        r.carried = unresolved_before(root, machine, earlier, (r.kernel, r.size, r.metric))
+        r.carried = unresolved_before(root, machine, earlier, (r.kernel, r.size, r.metric),
+                                      anchor)
         if r.carried:
             r.verdict = Verdict.CANDIDATE
             r.add_note(f"UNRESOLVED at {len(r.carried)} commit(s) before "

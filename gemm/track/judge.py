@@ -99,7 +99,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         cal, cal_note = calibration.load(req.calibration, machine,
                                          gpu_name=gpu_name() if gpu_name else None)
         rows, _ = evaluate(runs, suite, cfg, req.commit, narrow, anchor, cal)
-        carried = confirm.carry(rows, req.verdicts, machine, earlier)
+        carried = confirm.carry(rows, req.verdicts, machine, earlier, anchor)
         changed = code_changed(rows, req.repo, new_run.commit)
         pooled = confirm.evidence(carried, req.verdicts, machine, req.repo, new_run.commit)
     except (HistoryError, ValueError) as exc:
