@@ -9,8 +9,8 @@ import json,sys
 d=json.load(open(sys.argv[1]))
 for r in d.get("records",[]):
     t=r.get("kernel_time") or {}
-    ps=t.get("per_set") or []
-    print("  ", r.get("kernel"), r.get("size"), r.get("status"), "throttled", [x.get("throttled") for x in ps], "kept", [len(x.get("samples_s") or []) for x in ps], "clk", [round(sum(c for c in x.get("clocks_mhz") or [] if c)/max(1,len([c for c in x.get("clocks_mhz") or [] if c]))) for x in ps], "wall", {k: (round(v,2) if isinstance(v,float) else v) for k,v in (r.get("wall") or {}).items() if k!="open_s"})
+    c=[x for x in t.get("clocks_mhz") or [] if x]
+    print("  ", r.get("kernel"), r.get("size"), r.get("status"), "throttled", t.get("throttled"), "kept per set", [x.get("samples") for x in t.get("per_set") or []], "clk", round(sum(c)/len(c)) if c else None, "wall", {k: (round(v,2) if isinstance(v,float) else v) for k,v in (r.get("wall") or {}).items() if k!="open_s"})
 PY
 }
 tasks="--task 15_bf16_pingpong@2048 --task 15_bf16_pingpong@4096 --task 15_bf16_pingpong@8192 --task 14_bf16_wgmma_tma@8192 --task 13_tf32_wgmma_tma@8192 --task 10_autotuned@8192"
