@@ -272,3 +272,30 @@ def test_the_reasons_go_through_the_kept_verdict_file(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "    1 measured 1 round, undecided at the budget" in out   # (no settings kept)
     assert "UNRESOLVED vs b67fee6: 1 round: -0.19 % [-1.32, +0.96], needs ~7;" in out
+
+
+def test_a_failed_series_says_what_its_record_said(tmp_path):
+    """At 7e7a377 the H200 record had no value for 14 at 4096 (every sample under the clock
+    floor) and the job's summary listed it FAILED with an empty note. The gate's row says it
+    has no value and where to look; the summary, which has the record's sweep, says why."""
+    from gemm.store.history import load_runs
+    from gemm.track.gate import NO_VALUE, evaluate
+    root = Path(__file__).resolve().parent.parent
+    runs, suite = load_runs(root / "results", "h200")
+    new = next(r for r in runs if r.commit.startswith("7e7a377"))
+    rows, _ = evaluate(runs, suite, GateConfig(), commit=new.commit)
+    failed = [r for r in rows if r.verdict == Verdict.FAILED]
+    assert {(r.kernel, r.size) for r in failed} == {("14_bf16_wgmma_tma", "4096"),
+                                                     ("14_bf16_wgmma_tma", "8192")}
+    assert all(r.note == NO_VALUE for r in failed)
+    report = {"commit": new.commit, "machine": "h200", "exit": 1, "counts": {"FAILED": 2},
+              "rows": [asdict(r) for r in failed]}
+    (tmp_path / "regress.json").write_text(json.dumps(report))
+    rec = {"kernel": "14_bf16_wgmma_tma", "role": "kernel", "size": "4096", "M": 4096,
+           "N": 4096, "K": 4096, "status": "throttled",
+           "error": "every sample ran under the clock floor"}
+    (tmp_path / "sweep.json").write_text(json.dumps({"records": [rec]}))
+    md = summary.render([str(tmp_path / "sweep.json")], str(tmp_path / "regress.json"))
+    lines = {ln.split(" | ")[2]: ln for ln in md.splitlines() if "**FAILED**" in ln}
+    assert "the record: throttled: every sample ran under the clock floor" in lines["4096"]
+    assert NO_VALUE[:40] in lines["8192"]          # no record of it here: the gate's note

@@ -192,14 +192,18 @@ def _short(text: str, chars: int | None) -> str:
         text[:max(chars - 1, 0)].rstrip() + "…"
 
 
-def _verdict_table(rows: list[dict], note_chars: int | None, config=None) -> list[str]:
+def _verdict_table(rows: list[dict], note_chars: int | None, config=None,
+                   failures: dict | None = None) -> list[str]:
     """The rows' table; an UNRESOLVED row that does not fail the gate with its short note
-    (gemm.record.unresolved)."""
+    (gemm.record.unresolved); a FAILED row with what its record said (`failures`)."""
     out = ["| | kernel | size | metric | verdict | change | vs anchor | min effect | note |",
            "|---|---|---|---|---|---:|---:|---:|---|"]
     for r in rows:
         v = str(r.get("verdict"))
         note = unresolved.note(r, config)
+        said = (failures or {}).get((r.get("kernel"), r.get("size")))
+        if v == "FAILED" and said:
+            note = f"the record: {said}"
         if v == "UNRESOLVED" and unresolved.running(r) > 1:
             note = f"{unresolved.running(r)} commits running. {note}"
         note = _short(note, note_chars)
@@ -267,6 +271,8 @@ def render(sweeps, regress, stages=(), max_chars: int = 60000) -> str:
                    and d["device"].get("name")), None)
     records = [r for d in docs for r in d["records"]]
     table = results_table(records, _flagged(doc))
+    failures = {(r.get("kernel"), r.get("size")): f"{r.get('status')}: {r.get('error')}"
+                for r in records if r.get("role") == "kernel" and r.get("status") != "ok"}
 
     def build(note_chars, n_rest, n_top):
         who = []
@@ -292,7 +298,7 @@ def render(sweeps, regress, stages=(), max_chars: int = 60000) -> str:
             if top:
                 why, full = _unresolved_lines(doc, note_chars)
                 lines += ["### Failing and UNRESOLVED series", "", *why]
-                lines += _verdict_table(top[:n_top], note_chars, doc.get("config"))
+                lines += _verdict_table(top[:n_top], note_chars, doc.get("config"), failures)
                 if n_top < len(top):
                     lines.append(f"\n… and {len(top) - n_top} more (regress.json in the job's "
                                  "artifact has them all)")

@@ -25,6 +25,8 @@ class Verdict(StrEnum):
 
 
 FAILING = (Verdict.DROP, Verdict.FAILED, Verdict.MISSING)
+NO_VALUE = ("no value in this run's record: the kernel failed there, or every sample ran under "
+            "the clock floor (the record's sweep document and log say which)")
 MIN_EFFECT = {SizeClass.LARGE: 0.01, SizeClass.MEDIUM: 0.03, SizeClass.SMALL: 0.05}
 
 
@@ -211,7 +213,8 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
         ref, ref_value = valued[-1] if centre is not None else (None, None)   # the A/B's
         row = Row(key.target, key.size, key.metric, n_hist, centre, new.value, change,
                   None if centre is None else screen, verdict, reference=ref,
-                  ref_value=ref_value, min_effect=effect)
+                  ref_value=ref_value, min_effect=effect,
+                  note=NO_VALUE if verdict == Verdict.FAILED else "")
         a = anchor_run.points.get(key) if anchor_run is not None else None
         if a is not None and finite(a.value) and a.value and finite(new.value):
             row.anchor, row.anchor_value = anchor_run.commit, a.value
