@@ -156,3 +156,30 @@ def test_moving_the_anchor_accepts_what_was_left_open_at_it_and_before(tmp_path)
     r = _row()
     assert confirm.carry([r], tmp_path, "h200", runs, anchor="c3") == [] and not r.carried
     assert r.verdict == Verdict.OK
+
+
+def test_the_judgement_stops_the_carry_at_the_anchor_used_or_not(tmp_path, monkeypatch):
+    """gemm regress's wiring of the rule above: the carry stops at the anchor even where the
+    anchor cannot be compared with (git cannot place it, a shallow clone), and a judgement of
+    the anchor itself carries nothing; without an anchor (--no-anchor) it is not bounded."""
+    from gemm.track import judge as jd
+    from tests.test_regress import flat, history, sha
+    res = history(tmp_path, [flat(30.0)] * 4, kernels=["05_2d"], sizes=["4096"])
+    key = ("05_2d", "4096", "tflops")
+    for i in (1, 2, 3):
+        verdicts.save(tmp_path / "v", "h200", sha(i), [
+            {"kernel": key[0], "size": key[1], "metric": key[2], "verdict": "UNRESOLVED"}])
+    monkeypatch.setattr(jd.anchors, "resolve", lambda repo, rev: (rev, "test"))
+
+    def carried(judged, anchor, why_not="", use=True):
+        monkeypatch.setattr(jd.anchors, "unusable", lambda *a: why_not)
+        req = jd.Request(results=str(res), machine="h200", commit=sha(judged), anchor=anchor,
+                         use_anchor=use, verdicts=str(tmp_path / "v"),
+                         calibration=str(tmp_path / "cal"), config=GateConfig(confirm=False))
+        rep = jd.judge(req)
+        return next(r.carried for r in rep.rows if (r.kernel, r.size, r.metric) == key)
+    assert carried(3, sha(0)) == [sha(2), sha(1)]
+    assert carried(3, sha(1)) == [sha(2)]
+    assert carried(3, sha(1), why_not="could not be placed by git") == [sha(2)]
+    assert carried(2, sha(2), why_not="is the judged commit") == []
+    assert carried(3, None, use=False) == [sha(2), sha(1)]

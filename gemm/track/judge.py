@@ -91,6 +91,9 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         anchor, anchor_src = (anchors.resolve(req.repo, req.anchor) if req.use_anchor
                               else (None, "no anchor (--no-anchor)"))
         new_run, earlier = select(runs, req.commit)
+        # the anchor accepts what was left open at it and before, compared with or not (the
+        # judged commit itself, a shallow clone): the carry stops there
+        carry_from, carry_to = ([] if anchor == new_run.commit else earlier), anchor
         why_not = anchor and anchors.unusable(req.repo, anchor, new_run.commit,
                                               {r.commit for r in earlier})
         if why_not:
@@ -99,7 +102,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         cal, cal_note = calibration.load(req.calibration, machine,
                                          gpu_name=gpu_name() if gpu_name else None)
         rows, _ = evaluate(runs, suite, cfg, req.commit, narrow, anchor, cal)
-        carried = confirm.carry(rows, req.verdicts, machine, earlier, anchor)
+        carried = confirm.carry(rows, req.verdicts, machine, carry_from, carry_to)
         changed = code_changed(rows, req.repo, new_run.commit)
         pooled = confirm.evidence(carried, req.verdicts, machine, req.repo, new_run.commit)
     except (HistoryError, ValueError) as exc:
