@@ -271,7 +271,8 @@ def render(sweeps, regress, stages=(), max_chars: int = 60000) -> str:
                    and d["device"].get("name")), None)
     records = [r for d in docs for r in d["records"]]
     table = results_table(records, _flagged(doc))
-    failures = {(r.get("kernel"), r.get("size")): f"{r.get('status')}: {r.get('error')}"
+    failures = {(r.get("kernel"), r.get("size")): ": ".join(
+                    str(x) for x in (r.get("status"), r.get("error")) if x)
                 for r in records if r.get("role") == "kernel" and r.get("status") != "ok"}
 
     def build(note_chars, n_rest, n_top):
