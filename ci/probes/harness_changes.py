@@ -5,11 +5,11 @@ How often per-series launch fingerprints would spare an A/B (docs/gate.md, Limit
 
     PYTHONPATH=. python3 ci/probes/harness_changes.py [results/h200]
 """
-import json
 import sys
 from pathlib import Path
 
 from gemm.core import git
+from gemm.store.history import load_runs
 from gemm.track import abtest
 
 LAUNCH_PLANNING = tuple(f"gemm/core/{m}.py" for m in (
@@ -18,9 +18,8 @@ LAUNCH_PLANNING = tuple(f"gemm/core/{m}.py" for m in (
 
 
 def main(root: str = "results/h200") -> None:
-    docs = [json.loads(p.read_text()) for p in Path(root).glob("*.json") if p.name != "machine.json"]
-    runs = sorted((d.get("date", 0), d["commit_hash"]) for d in docs)
-    shas = list(dict.fromkeys(c for _, c in runs))
+    runs, _ = load_runs(Path(root).parent, Path(root).name)   # in the history's own order
+    shas = list(dict.fromkeys(r.commit for r in runs))
     pairs = harness = launch_only = 0
     for a, b in zip(shas, shas[1:]):
         if git.returncode(".", "merge-base", "--is-ancestor", a, b) != 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
@@ -189,10 +190,7 @@ FLOOD = 12   # more UNRESOLVED series than this are counted per kernel, not list
 
 
 def _by_kernel(rows) -> str:
-    counts: dict = {}
-    for r in rows:
-        counts[r.kernel] = counts.get(r.kernel, 0) + 1
-    return ", ".join(f"{k} {n}" for k, n in counts.items())
+    return ", ".join(f"{k} {n}" for k, n in Counter(r.kernel for r in rows).items())
 
 
 def _listed(rows, name) -> str:
