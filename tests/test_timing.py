@@ -199,35 +199,87 @@ def test_sustained_mode_loads_each_function_for_two_seconds_before_timing(monkey
 
 def test_sustained_mode_keeps_the_samples_a_loaded_gpu_takes_at_low_clocks():
     """gemm bench --mode sustained measures the clocks a loaded GPU settles at: no sample is
-    dropped under the clock floor there (on the H200 at d98b04f, 14 at 8192 ran every sample
-    under 75 % of its maximum clock and the bench reported nothing); hot mode keeps its floor."""
+    dropped there, whatever the clocks or NVML's reasons; hot and cold mode keep the suite's
+    floor (a thermal or hardware slowdown)."""
     from gemm.cli.common import _policy
-    assert _policy("sustained").throttle_fraction == 0.0
-    assert _policy("hot").throttle_fraction == _policy("cold").throttle_fraction == 0.75
+    sustained = _policy("sustained")
+    assert sustained.floor == "clock" and sustained.throttle_fraction == 0.0
+    assert _policy("hot").floor == _policy("cold").floor == "slowdown"
 
 
-def test_sampling_ends_when_the_clock_stays_under_the_floor_after_a_first_sample():
-    """A power-bound kernel can settle under the clock floor after its first samples (15 at
-    8192 under CONFIRM on the H200: one process ran past 250 s). Sampling ends at twice the
-    policy's max_time_s of GPU time with the samples it has; the rest count as throttled."""
-    from gemm.core.policy import CONFIRM
+class _Clocks:
+    """NVML as the timer reads it: an SM clock, and a slowdown reason from sample `from_n` on."""
+    def __init__(self, mhz=1400, from_n=None, every=None):
+        self.n, self.mhz, self.from_n, self.every = 0, mhz, from_n, every
+
+    def sm_mhz(self):
+        return self.mhz
+
+    def slowdown(self):
+        self.n += 1
+        if self.every:
+            return self.n % self.every == 0
+        return self.from_n is not None and self.n >= self.from_n
+
+
+def _sampled(policy, clocks, launch_s=0.01):
     from gemm.measure import timer as tm
     t = tm.Timer.__new__(tm.Timer)
-    t.p, t.flush, t.max_clock = CONFIRM, None, 1980
+    t.p, t.flush, t.max_clock = policy, None, 1980
     calls = []
-
-    class Clocks:
-        def sm_mhz(self):
-            return 1900 if len(calls) <= 1 else 1400   # under 0.75 x 1980 from the 2nd sample
 
     def fake_time(fn, n, graph=None):
         calls.append(n)
         if len(calls) > 10_000:
             raise AssertionError("sampling did not end")
-        return 0.01
-    t._time, t.clocks = fake_time, Clocks()
+        return launch_s * n
+    t._time, t.clocks = fake_time, clocks
     res = {"kernel": tm.Measurement(batch=1)}
     t._sample({"kernel": lambda: None}, res, {})
-    m = res["kernel"]
+    return res["kernel"]
+
+
+def test_sampling_ends_when_the_gpu_stays_throttled_after_a_first_sample():
+    """A GPU can stay throttled after a function's first samples (15 at 8192 under CONFIRM on
+    the H200, under the clock floor of the time: one process ran past 250 s). Sampling ends at
+    twice the policy's max_time_s of GPU time with the samples it has; the rest count as
+    throttled."""
+    from gemm.core.policy import CONFIRM
+    m = _sampled(CONFIRM, _Clocks(from_n=2))      # a thermal slowdown from the 2nd sample on
     assert len(m.samples_s) == 1 and m.throttled >= 1
     assert 2 * CONFIRM.max_time_s <= m.gpu_time_s < 2 * CONFIRM.max_time_s + 0.011
+
+
+def test_a_slow_launch_the_floor_never_touched_keeps_the_stop_rules_samples():
+    """The bound above applies only where the floor dropped samples: 01 at 8192 (2.2 s a
+    launch) kept 1 sample in 7e7a377's record, where the stop rule takes min_samples_capped."""
+    from gemm.core.policy import SUITE
+    m = _sampled(SUITE, _Clocks(mhz=1900), launch_s=2.2)
+    assert m.throttled == 0 and len(m.samples_s) == SUITE.min_samples_capped
+
+
+def test_the_floor_drops_samples_under_a_thermal_or_hardware_slowdown_not_the_power_cap():
+    """The H200 runs its BF16 kernels power-capped at 1470-1600 MHz (under the clock floor of
+    1485 MHz used until 2026-12-02, which dropped nearly all their samples and failed 14 at 4096
+    and 8192 at 7e7a377), at 61 °C at most. The floor drops a sample only while NVML names a
+    thermal or hardware slowdown. The old rule stays a Policy value, left out of the
+    fingerprint (NEUTRAL), so the series it measured keep their versions' meaning."""
+    from dataclasses import replace
+    import pytest
+    from gemm.core.policy import CONFIRM, SUITE, Policy
+    from gemm.cuda.device import SLOWDOWN_REASONS
+    assert SUITE.floor == CONFIRM.floor == "slowdown"
+    assert SUITE.as_dict()["floor"] == "slowdown"
+    assert "floor" not in replace(SUITE, floor="clock").as_dict()
+    assert Policy.from_dict(replace(SUITE, floor="clock").as_dict()).floor == "clock"
+    with pytest.raises(ValueError, match="floor"):
+        Policy(floor="power")
+    assert SLOWDOWN_REASONS & 0x4 == 0                  # SwPowerCap is not a slowdown here
+    assert SLOWDOWN_REASONS == 0x8 | 0x20 | 0x40 | 0x80
+    for floor in ("slowdown", "clock"):
+        m = _sampled(replace(CONFIRM, floor=floor), _Clocks(mhz=1400, every=4))
+        if floor == "slowdown":   # the power-capped samples count, the thermal ones do not
+            assert m.samples_s and m.throttled == (len(m.samples_s) + m.throttled) // 4 >= 1
+            assert m.done(CONFIRM)
+        else:                     # the old rule drops every sample under 1485 MHz
+            assert not m.samples_s and m.throttled > 0

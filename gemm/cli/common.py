@@ -51,7 +51,7 @@ def _policy(mode: str, name: str = "suite") -> Policy:
         p = named(name, mode)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return replace(p, throttle_fraction=0.0) if p.mode == "sustained" else p
+    return replace(p, throttle_fraction=0.0, floor="clock") if p.mode == "sustained" else p
 
 
 def need_modules(*modules: str, extra: str = "track") -> None:

@@ -1,4 +1,4 @@
-"""The measurement policy, as data: warm-up, batches, the stop rule, the clock floor.
+"""The measurement policy, as data: warm-up, batches, the stop rule, which samples are dropped.
 
 Modelled on NVBench; gemm.measure.timer applies it with CUDA events. `hot` (default): a sample
 is one event pair around a batch of back-to-back launches of about `sample_s`, replayed from a
@@ -9,7 +9,8 @@ robust spread under `max_noise`, or at `max_time_s` (at least `min_samples_cappe
 `allocations` > 1 a problem is timed on that many operand sets, each freshly allocated while
 the others are held, each under the whole stop rule, samples pooled (kernel and baseline paired
 within a set): where a placement slows a kernel, the pooled median is slow only when most sets
-are. Samples under `throttle_fraction` of the maximum SM clock (NVML) are dropped. Every field
+are. A sample taken while NVML names a thermal or hardware slowdown is dropped (`floor`); the
+power cap is a power-bound kernel's steady state, not a slowdown. Every field
 is part of the benchmark version (gemm.core.metrics), except one added later while it holds
 its NEUTRAL value. SUITE: the per-commit record; CONFIRM: the gate's A/B and calibration.
 """
@@ -25,6 +26,7 @@ from . import stats
 # sustained: hot, after SUSTAINED_S of back-to-back launches of each function (the clocks a
 # GPU under load settles at: docs/measurement.md)
 MODES = ("hot", "cold", "sustained")
+FLOORS = ("clock", "slowdown")
 SUSTAINED_S = 2.0
 
 
@@ -44,6 +46,10 @@ class Policy:
     batching: str = "graph"        # hot batches replayed from a CUDA graph, or "direct" launches
     timing_seed: int = 20261130    # timed operands are fixed: data values move power and clocks
     allocations: int = 1           # operand sets timed in turn, each under the stop rule above
+    floor: str = "slowdown"        # which samples are dropped as throttled: "slowdown",
+                                   # taken while NVML names a thermal or hardware slowdown
+                                   # (not the power cap); "clock", taken under
+                                   # throttle_fraction of the maximum SM clock
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -54,6 +60,14 @@ class Policy:
             raise ValueError("sample counts must be positive and max_samples >= min_samples")
         if self.allocations < 1:
             raise ValueError(f"allocations must be at least 1, got {self.allocations}")
+        if self.floor not in FLOORS:
+            raise ValueError(f"floor must be one of {', '.join(FLOORS)}, got {self.floor!r}")
+
+    def floor_words(self) -> str:
+        """What the floor drops, in words."""
+        if self.floor == "slowdown":
+            return "taken under a thermal or hardware slowdown (NVML)"
+        return f"taken under {self.throttle_fraction:.0%} of the maximum SM clock"
 
     def as_dict(self) -> dict:
         """The fields, less those added later that hold the value which measures as before
@@ -68,7 +82,7 @@ class Policy:
 
 
 # fields added after series were recorded, and the value that measures as those series did
-NEUTRAL = {"allocations": 1}
+NEUTRAL = {"allocations": 1, "floor": "clock"}
 
 
 @dataclass
@@ -91,6 +105,12 @@ class Measurement:
 
     def tflops(self, flops: int) -> float:
         return flops / self.median_s / 1e12
+
+    def floor_words(self) -> str:
+        """What the floor drops, in words."""
+        if self.floor == "slowdown":
+            return "taken under a thermal or hardware slowdown (NVML)"
+        return f"taken under {self.throttle_fraction:.0%} of the maximum SM clock"
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -151,6 +151,9 @@ def _visible_bus_id() -> str | None:
         return None
 
 
+SLOWDOWN_REASONS = 0x8 | 0x20 | 0x40 | 0x80   # HwSlowdown, SwThermal, HwThermal, HwPowerBrake
+
+
 class Clocks:
     """SM clock readings through NVML (nvidia-ml-py); every method returns None without it."""
 
@@ -182,6 +185,16 @@ class Clocks:
 
     def sm_mhz(self) -> int | None:
         return self._ask(lambda n, h: int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)))
+
+    def slowdown(self) -> bool | None:
+        """Does NVML name a thermal or hardware slowdown of the clocks now (nvml.h's
+        ClocksEventReasons HwSlowdown, SwThermalSlowdown, HwThermalSlowdown, HwPowerBrake;
+        not SwPowerCap, the regime a power-bound kernel runs in)? None without NVML."""
+        def ask(n, h):
+            reasons = (getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                       or n.nvmlDeviceGetCurrentClocksThrottleReasons)
+            return bool(reasons(h) & SLOWDOWN_REASONS)
+        return self._ask(ask)
 
     def max_sm_mhz(self) -> int | None:
         return self._ask(lambda n, h: int(n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)))

@@ -14,7 +14,7 @@ A candidate's `ratio` is the median over rounds of its time / today's time in th
 (neighbours in time, as % of cuBLAS pairs them); `verdict` is "faster" when it was faster in
 every round (the whole spread of the paired ratios under 1), "slower" when slower in every
 round, "same" otherwise; "wrong" (failed the check), "error" (the launch raised) and
-"throttled" (no sample over the clock floor) are never faster. `best` is the faster candidate
+"throttled" (every sample dropped by the floor) are never faster. `best` is the faster candidate
 with the lowest ratio, or None. Nothing here changes the suite's baseline.
 
 The document (schema gemm.baseline/1; `gemm baseline --json` writes it):

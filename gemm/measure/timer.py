@@ -88,16 +88,22 @@ class Timer:
                 t = self._time(fns[name], m.batch, graphs.get(name))
                 m.gpu_time_s += t
                 clock = self.clocks.sm_mhz() if self.clocks else None
-                if (clock and self.max_clock
-                        and clock < self.p.throttle_fraction * self.max_clock):
+                if self._under_floor(clock):
                     m.throttled += 1
                 else:
                     m.samples_s.append(t / m.batch)
                     m.clocks_mhz.append(clock)
-                # bounded whatever the clocks: a power-bound kernel can settle under the
-                # floor after its first samples (docs/measurement.md)
-                if m.done(self.p) or m.gpu_time_s >= 2 * self.p.max_time_s:
+                # bounded where the floor drops samples (a GPU that stays throttled); a
+                # slow launch the floor never touched stops by done() alone
+                if m.done(self.p) or (m.throttled and m.gpu_time_s >= 2 * self.p.max_time_s):
                     pending.remove(name)
+
+    def _under_floor(self, clock: int | None) -> bool:
+        """Is the sample just taken dropped as throttled (the policy's `floor`)?"""
+        if self.p.floor == "slowdown":
+            return bool(self.clocks and self.clocks.slowdown())
+        return bool(clock and self.max_clock
+                    and clock < self.p.throttle_fraction * self.max_clock)
 
     def close(self) -> None:
         if self.flush is not None:

@@ -239,7 +239,7 @@ def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
     for k, m in pooled.items():
         rec[f"{k}_time"] = m.as_dict()
     if not all(m.samples_s for m in pooled.values()):
-        rec.update(status="throttled", error="every sample ran under the clock floor")
+        rec.update(status="throttled", error=f"every sample was dropped: {job.policy.floor_words()}")
 
 
 def _time_set(job: Job, fns: dict, ops) -> dict:

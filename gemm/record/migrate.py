@@ -19,6 +19,16 @@ hosts differ in num_cpu, os and ram, which asv took for different machines, spli
 series in two or three graphs. `unify` reduces every result file's params to the GPU model's
 identity (gemm.record.machine.IDENTITY), moving the host's facts to "gemm_host" in the same
 file; values, samples and versions are untouched, and machine.json holds the identity.
+
+The floor rule (run 2026-12-02, `python -m gemm.record.migrate floor`): until then a sample taken
+under 75 % of the maximum SM clock was dropped; since, only one taken under a thermal or
+hardware slowdown (gemm.core.policy). On the H200 the old rule dropped samples of 13, 14 and 15
+and of the cuBLAS TF32 and BF16 calls timed beside them or alone, in every recorded sweep that
+kept its counts, and never a sample of another kernel's record
+(docs/probes/h200-floor-drops.txt): those kernels measured the same samples under either rule,
+so their rows take the new versions and keep their history; FLOOR_RESTARTS and the `Cublas`
+class (one row for every configuration) restart. calibration/<machine>.json takes the new
+CONFIRM fingerprint less those kernels' rows.
 """
 from __future__ import annotations
 
@@ -27,21 +37,29 @@ import os
 import sys
 from pathlib import Path
 
-from ..core import metrics
-from ..core.policy import SUITE, Policy
+from dataclasses import replace
+
+from ..core import ltchoice, metrics, registry
+from ..core.policy import CONFIRM, SUITE, Policy
 
 LEGACY_PREFIX = f"{metrics.SUITE_MODULE}.Kernels.track_"
 PER_PARAM = ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75",
              "stats_number", "stats_repeat", "samples", "profile")
-# commits measured under other policies than the suite's current one (by their own code)
+# the suite's policy until the floor rule changed (2026-12-02)
+CLOCK_FLOOR_SUITE = replace(SUITE, floor="clock")
+# layout-1 commits measured under other policies than that one (by their own code)
 HISTORIC_POLICIES = {
-    "f57c05c": Policy(max_time_s=4.0, max_samples=400, batching="direct", timing_seed=0),
-    "1a14426": Policy(batching="direct"),
+    "f57c05c": Policy(max_time_s=4.0, max_samples=400, batching="direct", timing_seed=0,
+                      floor="clock"),
+    "1a14426": Policy(batching="direct", floor="clock"),
 }
+# the kernels whose records the clock floor dropped samples of (docs/probes/h200-floor-drops.txt)
+FLOOR_RESTARTS = frozenset({"13_tf32_wgmma_tma", "14_bf16_wgmma_tma", "15_bf16_pingpong"})
 
 
 def policy_of(commit: str) -> Policy:
-    return next((p for c, p in HISTORIC_POLICIES.items() if commit.startswith(c)), SUITE)
+    return next((p for c, p in HISTORIC_POLICIES.items() if commit.startswith(c)),
+                CLOCK_FLOOR_SUITE)
 
 
 def _unrepr(s: str) -> str:
@@ -85,7 +103,8 @@ def discovered_benchmarks(benchmark_dir: Path) -> dict:
 
 def _write(path: Path, data: dict) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1 if path.name == "benchmarks.json" else None))
+    asv = path.name == "benchmarks.json"      # as asv writes it
+    tmp.write_text(json.dumps(data, indent=1 if asv else None, sort_keys=asv))
     os.replace(tmp, path)
 
 
@@ -128,8 +147,66 @@ def unify(results: Path) -> list[str]:
     return changed
 
 
+def floor_versions() -> dict[str, str]:
+    """Old version -> new, per kernel row the floor rule leaves as it was measured."""
+    out = {}
+    for spec in registry.registry().values():
+        if spec.name in FLOOR_RESTARTS:
+            continue
+        call = ltchoice.fingerprint(spec.baseline)
+        for m in metrics.KERNEL_METRICS:
+            name = metrics.asv_name(metrics.kernel_class(spec.name), m)
+            out[name] = (metrics.version(m, CLOCK_FLOOR_SUITE, baseline_call=call),
+                         metrics.version(m, SUITE, baseline_call=call))
+    return out
+
+
+def floor(results: Path, calibration: Path, benchmarks: dict | None = None) -> list[str]:
+    """Re-version the rows the floor rule did not change, and the calibration (idempotent);
+    results/benchmarks.json becomes `benchmarks` (the current suite's) where given. Returns
+    the files changed."""
+    moves, changed = floor_versions(), []
+    if benchmarks is not None:
+        bench = Path(results) / "benchmarks.json"
+        if not bench.is_file() or json.loads(bench.read_text()) != benchmarks:
+            _write(bench, benchmarks)
+            changed.append(str(bench))
+    for path in sorted(Path(results).glob("*/*.json")):
+        if path.name == "machine.json":
+            continue
+        data = json.loads(path.read_text())
+        vi, n = data["result_columns"].index("version"), 0
+        for name, row in data["results"].items():
+            old, new = moves.get(name, (None, None))
+            if old is not None and row[vi] == old:
+                row[vi], n = new, n + 1
+        if n:
+            _write(path, data)
+            changed.append(str(path))
+    from ..track.calibration import policy_fingerprint, save
+    old_fp = policy_fingerprint(replace(CONFIRM, floor="clock"))
+    for path in sorted(Path(calibration).glob("*.json")):
+        doc = json.loads(path.read_text())
+        if doc.get("policy") != old_fp:
+            continue
+        for key in ("noise", "detection", "summary"):
+            doc[key] = [r for r in doc.get(key) or [] if r.get("kernel") not in FLOOR_RESTARTS]
+        doc["policy"] = policy_fingerprint(CONFIRM)
+        doc["migrated"] = (f"floor rule, 2026-12-02: made under {old_fp} (the clock floor); the "
+                           f"rows of {', '.join(sorted(FLOOR_RESTARTS))} left out "
+                           "(gemm.record.migrate)")
+        changed.append(str(save(path.parent, path.stem, doc)))
+    return changed
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["floor"]:
+        for p in floor(Path(argv[1] if len(argv) > 1 else "results"),
+                       Path(argv[2] if len(argv) > 2 else "calibration"),
+                       discovered_benchmarks(Path(argv[3] if len(argv) > 3 else "benchmarks"))):
+            print(f"migrated {p}")
+        return 0
     if argv[:1] == ["identity"]:
         for p in unify(Path(argv[1] if len(argv) > 1 else "results")):
             print(f"unified {p}")

@@ -25,8 +25,8 @@ class Verdict(StrEnum):
 
 
 FAILING = (Verdict.DROP, Verdict.FAILED, Verdict.MISSING)
-NO_VALUE = ("no value in this run's record: the kernel failed there, or every sample ran under "
-            "the clock floor (the record's sweep document and log say which)")
+NO_VALUE = ("no value in this run's record: the kernel failed there, or every sample was dropped "
+            "as throttled (the record's sweep document and log say which)")
 MIN_EFFECT = {SizeClass.LARGE: 0.01, SizeClass.MEDIUM: 0.03, SizeClass.SMALL: 0.05}
 
 
