@@ -211,23 +211,31 @@ def test_heavy_tailed_at_the_tail_ratio():
 
 
 # the committed calibration's series whose sd exceeds 1.25 x the sd of one value's share of a
-# trimmed mean (ratios as of calibration/h200.json: 07 2048 2.09 / 1.58, 11 4096 1.47, 11 1000
-# 1.30; every other series 0.69-1.24; 13's and 14's rows, 1.71-4.08 at some sizes, left with
-# the floor migration of 2026-12-02)
+# trimmed mean (07 2048 2.09 / 1.58, 11 4096 1.47, 11 1000 1.30; 13-15 at 2048-8192 from 6
+# processes at 591156b, 5 of them past 1.7; every other series under 1.25)
 ROBUST_SERIES = {
     ("07_bank_conflict_free", "2048", "pct_of_cublas"),
     ("07_bank_conflict_free", "2048", "tflops"),
     ("11_tf32_wmma", "1000", "tflops"),
     ("11_tf32_wmma", "4096", "tflops"),
+    ("13_tf32_wgmma_tma", "2048", "pct_of_cublas"),
+    ("13_tf32_wgmma_tma", "2048", "tflops"),
+    ("13_tf32_wgmma_tma", "4096", "tflops"),
+    ("14_bf16_wgmma_tma", "2048", "pct_of_cublas"),
+    ("14_bf16_wgmma_tma", "4096", "pct_of_cublas"),
+    ("14_bf16_wgmma_tma", "8192", "tflops"),
+    ("15_bf16_pingpong", "2048", "tflops"),
+    ("15_bf16_pingpong", "4096", "tflops"),
 }
 
 
 def test_the_committed_calibration_sends_exactly_these_series_to_the_robust_rule():
     """Mutation 7: the exact set of series of calibration/h200.json with a robust prior (at
-    1.7 only 07 at 2048 for % of cuBLAS would be left)."""
+    1.7 only 07 at 2048 for % of cuBLAS, 14 at 2048 and 4096 for % of cuBLAS and 8192 for
+    TFLOPS, and 15 at 2048 for TFLOPS would be left)."""
     doc = json.loads((ROOT / "calibration" / "h200.json").read_text())
     cal = calibration.of_doc("h200", doc)
-    assert len(cal.noise) == 40       # 56 less 13's and 14's, after the floor migration
+    assert len(cal.noise) == 58
     got = {key for key in cal.noise if cal.robust_prior(*key) is not None}
     assert got == ROBUST_SERIES
     assert {key for key in cal.noise if cal.heavy_tailed(*key)} == ROBUST_SERIES
