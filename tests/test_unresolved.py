@@ -275,13 +275,20 @@ def test_the_reasons_go_through_the_kept_verdict_file(tmp_path, capsys):
 
 
 def test_a_failed_series_says_what_its_record_said(tmp_path):
-    """At 7e7a377 the H200 record had no value for 14 at 4096 (every sample under the clock
-    floor) and the job's summary listed it FAILED with an empty note. The gate's row says it
-    has no value and where to look; the summary, which has the record's sweep, says why."""
+    """At 7e7a377 the H200 record had no value for 14 at 4096 and 8192 (every sample under the
+    clock floor of the time) and the job's summary listed them FAILED with an empty note. The
+    gate's row says it has no value and where to look; the summary, which has the record's
+    sweep, says why."""
     from gemm.store.history import load_runs
     from gemm.track.gate import NO_VALUE, evaluate
-    root = Path(__file__).resolve().parent.parent
-    runs, suite = load_runs(root / "results", "h200")
+    from tests.asvfake import write_benchmarks, write_run
+    k, sizes = "14_bf16_wgmma_tma", ["2048", "4096", "8192"]
+    res = tmp_path / "results"
+    write_benchmarks(res, [k], sizes)
+    write_run(res, "ab" * 20, 1, {(k, s): 600.0 for s in sizes}, [k], sizes)
+    write_run(res, "7e7a377" + "0" * 33, 2, {(k, "2048"): 600.0, (k, "4096"): None,
+                                            (k, "8192"): None}, [k], sizes)
+    runs, suite = load_runs(res, "h200")
     new = next(r for r in runs if r.commit.startswith("7e7a377"))
     rows, _ = evaluate(runs, suite, GateConfig(), commit=new.commit)
     failed = [r for r in rows if r.verdict == Verdict.FAILED]
