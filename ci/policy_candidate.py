@@ -86,7 +86,7 @@ _PROBE = """
 import dataclasses, json, typing
 from gemm.core.policy import SUITE, Policy
 hints = typing.get_type_hints(Policy)
-print(json.dumps({"values": SUITE.as_dict(),
+print(json.dumps({"values": dataclasses.asdict(SUITE),
                   "kinds": {f.name: getattr(hints[f.name], "__name__", str(hints[f.name]))
                             for f in dataclasses.fields(Policy)}}))
 """

@@ -212,7 +212,7 @@ def test_heavy_tailed_at_the_tail_ratio():
 
 # the committed calibration's series whose sd exceeds 1.25 x the sd of one value's share of a
 # trimmed mean (07 2048 2.09 / 1.58, 11 4096 1.47, 11 1000 1.30; 13-15 at 2048-8192 from 6
-# processes at 591156b, 5 of them past 1.7; every other series under 1.25)
+# processes at 591156b, 4 of them past 1.7; every other series under 1.25)
 ROBUST_SERIES = {
     ("07_bank_conflict_free", "2048", "pct_of_cublas"),
     ("07_bank_conflict_free", "2048", "tflops"),

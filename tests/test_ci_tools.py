@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from dataclasses import asdict
 import os
 import shutil
 import subprocess
@@ -76,8 +77,15 @@ def test_candidate_tree_imports_with_the_new_policy(tree):
     got = json.loads(out.stdout)
     assert got["min_time_s"] == 0.2 and got["max_samples"] == 60
     assert {k: v for k, v in got.items() if k not in ("min_time_s", "max_samples")} == {
-        k: v for k, v in SUITE.as_dict().items() if k not in ("min_time_s", "max_samples")}
+        k: v for k, v in asdict(SUITE).items() if k not in ("min_time_s", "max_samples")}
     assert (ROOT / "gemm" / "core" / "policy.py").read_text() == ours   # only the copy changed
+
+
+def test_a_candidate_can_set_a_field_to_its_neutral_value(tree):
+    """floor=clock (the old rule, NEUTRAL, so left out of the fingerprint) is a candidate too."""
+    out = run(tree, "floor=clock")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["floor"] == "clock"
 
 
 @pytest.mark.parametrize("spec, why", [

@@ -103,8 +103,9 @@ def test_the_floor_migration_keeps_the_history_only_where_the_clock_floor_droppe
     for n, row in data["results"].items():
         k, key = n.split(".")[1][len("Kernel_"):], n.split(".track_")[1]
         row[2] = _old_version(k, key)
+    cublas_old = metrics.version(metrics.TFLOPS, migrate.CLOCK_FLOOR_SUITE, baseline=True)
     data["results"]["bench_gemm.Cublas.track_tflops"] = [[50.0], [["'cublas_fp32'"], ["'2048'"]],
-                                                         _old_version(kernels[0], "tflops")]
+                                                         cublas_old]
     path.write_text(json.dumps(data))
     cal.mkdir()
     rows = [{"kernel": k, "size": "4096", "metric": "tflops", "sigma": 0.001, "dof": 5,
@@ -125,7 +126,7 @@ def test_the_floor_migration_keeps_the_history_only_where_the_clock_floor_droppe
         assert row[0] == data["results"][f"bench_gemm.Kernel_05_2d_blocktiling.track_{key}"][0]
         assert new[f"bench_gemm.Kernel_14_bf16_wgmma_tma.track_{key}"][2] == \
             _old_version(kernels[1], key)
-    assert new["bench_gemm.Cublas.track_tflops"][2] == _old_version(kernels[0], "tflops")
+    assert new["bench_gemm.Cublas.track_tflops"][2] == cublas_old     # restarts: not moved
     doc = json.loads((cal / "h200.json").read_text())
     assert doc["policy"] == calibration.policy_fingerprint() != old_fp
     assert [r["kernel"] for r in doc["noise"]] == ["05_2d_blocktiling"]
@@ -147,6 +148,11 @@ def test_the_committed_history_and_calibration_are_floor_migrated():
             assert n not in moves or row[vi] != moves[n][0], (path.name, n)
     doc = json.loads((ROOT / "calibration" / "h200.json").read_text())
     assert doc["policy"] == calibration.policy_fingerprint()
-    since = sum(s["processes"] for s in doc["sources"] if s["date"] >= "2026-12-02")
     restarted = [r for r in doc["noise"] if r["kernel"] in migrate.FLOOR_RESTARTS]
-    assert all(len(r["values"]) <= since for r in restarted)   # measured under the new rule
+    assert restarted                                  # 13-15 calibrated again since
+    since = [s for s in doc["sources"] if s["date"] >= "2026-12-02"]
+    assert all(len(r["values"]) <= sum(s["processes"] for s in since) for r in restarted)
+    for r in restarted:                               # each from a source of the new rule
+        srcs = [r.get("source")] if r.get("source") else [p.get("source") or p for p in
+                                                           r.get("parts") or []]
+        assert srcs and all(s["date"] >= "2026-12-02" for s in srcs), r["kernel"]

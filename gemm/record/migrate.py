@@ -23,12 +23,13 @@ file; values, samples and versions are untouched, and machine.json holds the ide
 The floor rule (run 2026-12-02, `python -m gemm.record.migrate floor`): until then a sample taken
 under 75 % of the maximum SM clock was dropped; since, only one taken under a thermal or
 hardware slowdown (gemm.core.policy). On the H200 the old rule dropped samples of 13, 14 and 15
-and of the cuBLAS TF32 and BF16 calls timed beside them or alone, in every recorded sweep that
-kept its counts, and never a sample of another kernel's record
-(docs/probes/h200-floor-drops.txt): those kernels measured the same samples under either rule,
-so their rows take the new versions and keep their history; FLOOR_RESTARTS and the `Cublas`
-class (one row for every configuration) restart. calibration/<machine>.json takes the new
-CONFIRM fingerprint less those kernels' rows.
+and of the cuBLAS TF32 and BF16 calls timed beside them or alone, in each of the seven recorded
+sweeps that kept their counts (2026-12-01), and never a sample of another kernel's record
+(docs/probes/h200-floor-drops.txt). The other kernels' rows are taken to have measured the same
+samples under either rule (inferred for the 18 earlier runs, which kept no counts: see
+docs/measurement.md) and take the new versions; FLOOR_RESTARTS and the `Cublas` class (one
+row for every configuration) restart. calibration/<machine>.json takes the new CONFIRM
+fingerprint less those kernels' rows.
 """
 from __future__ import annotations
 
