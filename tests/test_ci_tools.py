@@ -673,3 +673,8 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
     with contextlib.redirect_stdout(out):   # counts of FFMAs scale as counts (at least 1)
         ts.size(tmp_path / "true.json", 1.0, ["05_2d_blocktiling=6"], ts.AMOUNT)
     assert out.getvalue().split() == ["05_2d_blocktiling=3"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):   # but grow at most 1.5 times (05 at 1.96 % of 4 %)
+        ts.size(tmp_path / "true.json", 4.0, ["05_2d_blocktiling=6"], ts.AMOUNT)
+        ts.size(tmp_path / "true.json", 4.0, ["05_2d_blocktiling=10000"])
+    assert out.getvalue().split() == ["05_2d_blocktiling=9", "05_2d_blocktiling=20400"]

@@ -42,7 +42,9 @@ make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the 
 }
 true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin twins, one process
   local ks=(); for k in $KS; do ks+=(-k "$k" -k "${k}_nospin"); done
-  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-${TRUE_SIZES:-$SIZES}} --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
+  # CONFIRM (5 operand placements): one SUITE process read noise as the size at 2026-12-02
+  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-${TRUE_SIZES:-$SIZES}} --policy "${TRUE_POLICY:-confirm}" \
+    --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
   python3 - "$d/true-$1.json" "$1" <<'PY'
 import json, sys
 sys.path.insert(0, "ci/probes")

@@ -30,7 +30,8 @@ SPIN_FMAS in steps of ~1/600 of a K step; 14 keeps its tail wait (SPIN_PPM).
                                            print KERNEL=PPM scaled so that the median true
                                            size measured (gemm bench --json of each kernel and
                                            its _nospin twin) becomes TARGET_PCT (kept where
-                                           it is within 0.7-1.4 times of it)
+                                           it is within 0.7-1.4 times of it; a count of
+                                           FFMAs at most 1.5 times larger per step)
 """
 import json
 import re
@@ -190,7 +191,9 @@ def size(path, target: float, specs, fmas=()) -> None:
         scale = target / now if now > 0.05 else 3.0     # barely measurable: triple it
         if 0.7 <= scale <= 1.4:                          # near enough: as it is
             scale = 1.0
-        scale = min(max(scale, 0.33), 3.0)
+        # a count of FFMAs grows at most 1.5 times a step: 07's cost is not linear in them
+        # (18 FFMAs cost 07 about 1-2 %, 54 cost it 12-17 %: 7cbe627 and 5729ed4's trials)
+        scale = min(max(scale, 0.33), 1.5 if name in fmas else 3.0)
         lo, hi = (1, 256) if name in fmas else (1000, 100000)
         out.append(f"{name}={max(lo, min(hi, round(ppm * scale)))}")
     print(" ".join(out))
