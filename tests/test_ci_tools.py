@@ -256,6 +256,13 @@ def test_summary_names_an_unresolved_that_fails_the_gate(job_out):
     md = _summary("--regress", str(job_out / "regress.json")).stdout
     assert "**Regression gate: FAILED** ❌ (1 UNRESOLVED at 3 commits running)" in md
     assert "| **UNRESOLVED** | -2.00 % | - | 3.0 % | 3 commits running. the A/B could not" in md
+    # and what to do about it, naming this commit (a passing job says nothing of the kind)
+    sha = str(doc["commit"])[:10]
+    assert f'`COMMIT={sha} REGRESS_ARGS="--budget 1800" bash ci/regress.sh`' in md
+    assert "None of the UNRESOLVED series is a confirmed drop" in md
+    doc.update(exit=0)
+    (job_out / "regress.json").write_text(json.dumps(doc))
+    assert "confirmed drop" not in _summary("--regress", str(job_out / "regress.json")).stdout
 
 
 def test_summary_says_what_is_missing(tmp_path):

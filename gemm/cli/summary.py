@@ -159,6 +159,19 @@ def _headline(doc: dict | None) -> str:
     return f"**Regression gate: FAILED** ❌ ({', '.join(what) or 'exit ' + str(doc.get('exit'))})"
 
 
+def _settle_lines(doc: dict | None) -> list[str]:
+    """What to do where UNRESOLVED series fail the job: no drop was confirmed, the A/B needs
+    time (docs/ci.md, "When the job fails on UNRESOLVED series")."""
+    if not doc or doc.get("exit") == 0 or not _failing_unresolved(doc):
+        return []
+    sha = str(doc.get("commit") or "<sha>")[:10]
+    return ["None of the UNRESOLVED series is a confirmed drop: the A/B could not decide "
+            "them within its time budget and rounds. To settle them, give the A/B time on the "
+            f"runner (`COMMIT={sha} REGRESS_ARGS=\"--budget 1800\" bash ci/regress.sh`, then commit "
+            "`verdicts/`); after a harness change too large to settle, move the anchor in a "
+            "reviewed commit (docs/ci.md, \"When the job fails on UNRESOLVED series\").", ""]
+
+
 def _failing_unresolved(doc: dict) -> int:
     """The UNRESOLVED series that fail the gate (gemm.track.gate.failed)."""
     return sum(1 for r in doc.get("rows", []) if isinstance(r, dict)
@@ -287,6 +300,7 @@ def render(sweeps, regress, stages=(), max_chars: int = 60000) -> str:
         if stages:
             lines += [_stage_line(stages), ""]
         lines += [_headline(doc), ""]
+        lines += _settle_lines(doc)
         for m in missing:
             lines.append(f"- ⚠️ {_cell(m)}")
         if missing:
