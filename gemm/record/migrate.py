@@ -36,9 +36,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from ..core import ltchoice, metrics, registry
 from ..core.policy import CONFIRM, SUITE, Policy
