@@ -283,3 +283,42 @@ def test_the_floor_drops_samples_under_a_thermal_or_hardware_slowdown_not_the_po
             assert m.done(CONFIRM)
         else:                     # the old rule drops every sample under 1485 MHz
             assert not m.samples_s and m.throttled > 0
+
+
+def test_the_slowdown_floor_reads_nvmls_reasons_and_says_when_it_could_not():
+    """Clocks.slowdown: a SwPowerCap-only mask is no slowdown, HwThermal is; a driver without
+    the newer EventReasons symbol answers through ThrottleReasons; no NVML answer is None, and
+    the timer keeps such a sample and counts it as unchecked (not silently as checked)."""
+    from gemm.core.policy import SUITE
+    from gemm.cuda.device import Clocks
+
+    class NVML:
+        def __init__(self, mask, new_symbol=True):
+            self.mask, self.new_symbol = mask, new_symbol
+
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            if not self.new_symbol:
+                raise RuntimeError("NVMLError_FunctionNotFound")
+            return self.mask
+
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+            return self.mask
+
+    def clocks(nvml, handle="h"):
+        c = Clocks.__new__(Clocks)
+        c._nvml, c._h = nvml, handle
+        return c
+    assert clocks(NVML(0x4)).slowdown() is False              # SwPowerCap alone
+    assert clocks(NVML(0x4 | 0x40)).slowdown() is True        # HwThermalSlowdown
+    assert clocks(NVML(0x20, new_symbol=False)).slowdown() is True
+    assert clocks(NVML(0x1, new_symbol=False)).slowdown() is False
+    assert clocks(NVML(0x40), handle=None).slowdown() is None
+    assert clocks(None).slowdown() is None
+
+    class Silent(_Clocks):
+        def slowdown(self):
+            return None
+    m = _sampled(SUITE, Silent(mhz=1900))
+    assert m.samples_s and m.throttled == 0 and m.unchecked == len(m.samples_s)
+    m = _sampled(SUITE, _Clocks(mhz=1900))
+    assert m.unchecked == 0

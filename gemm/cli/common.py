@@ -45,7 +45,7 @@ def _problems(sizes):
 
 
 def _policy(mode: str, name: str = "suite") -> Policy:
-    """The named policy in `mode`; sustained mode keeps every sample (no clock floor): the
+    """The named policy in `mode`; sustained mode keeps every sample (none dropped): the
     clocks a loaded GPU settles at are what it measures."""
     try:
         p = named(name, mode)

@@ -91,6 +91,7 @@ class Measurement:
     clocks_mhz: list = field(default_factory=list)  # SM clock after each kept sample
     batch: int = 1
     throttled: int = 0
+    unchecked: int = 0                               # kept samples the floor could not check
     gpu_time_s: float = 0.0
     graph: bool = False                              # batch replayed from a CUDA graph
     per_set: list = field(default_factory=list)      # per operand set, when several (pooled)
@@ -105,12 +106,6 @@ class Measurement:
 
     def tflops(self, flops: int) -> float:
         return flops / self.median_s / 1e12
-
-    def floor_words(self) -> str:
-        """What the floor drops, in words."""
-        if self.floor == "slowdown":
-            return "taken under a thermal or hardware slowdown (NVML)"
-        return f"taken under {self.throttle_fraction:.0%} of the maximum SM clock"
 
     def as_dict(self) -> dict:
         return asdict(self)

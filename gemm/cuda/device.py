@@ -191,9 +191,11 @@ class Clocks:
         ClocksEventReasons HwSlowdown, SwThermalSlowdown, HwThermalSlowdown, HwPowerBrake;
         not SwPowerCap, the regime a power-bound kernel runs in)? None without NVML."""
         def ask(n, h):
-            reasons = (getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                       or n.nvmlDeviceGetCurrentClocksThrottleReasons)
-            return bool(reasons(h) & SLOWDOWN_REASONS)
+            try:     # the newer name; a driver without its symbol raises
+                mask = n.nvmlDeviceGetCurrentClocksEventReasons(h)
+            except Exception:
+                mask = n.nvmlDeviceGetCurrentClocksThrottleReasons(h)
+            return bool(mask & SLOWDOWN_REASONS)
         return self._ask(ask)
 
     def max_sm_mhz(self) -> int | None:

@@ -88,7 +88,7 @@ class Timer:
                 t = self._time(fns[name], m.batch, graphs.get(name))
                 m.gpu_time_s += t
                 clock = self.clocks.sm_mhz() if self.clocks else None
-                if self._under_floor(clock):
+                if self._under_floor(clock, m):
                     m.throttled += 1
                 else:
                     m.samples_s.append(t / m.batch)
@@ -98,12 +98,17 @@ class Timer:
                 if m.done(self.p) or (m.throttled and m.gpu_time_s >= 2 * self.p.max_time_s):
                     pending.remove(name)
 
-    def _under_floor(self, clock: int | None) -> bool:
-        """Is the sample just taken dropped as throttled (the policy's `floor`)?"""
+    def _under_floor(self, clock: int | None, m: Measurement) -> bool:
+        """Is the sample just taken dropped as throttled (the policy's `floor`)? A sample NVML
+        gives no answer for is kept and counted in m.unchecked."""
         if self.p.floor == "slowdown":
-            return bool(self.clocks and self.clocks.slowdown())
-        return bool(clock and self.max_clock
-                    and clock < self.p.throttle_fraction * self.max_clock)
+            slow = self.clocks.slowdown() if self.clocks else None
+        else:
+            slow = (clock < self.p.throttle_fraction * self.max_clock
+                    if clock and self.max_clock else None)
+        if slow is None:
+            m.unchecked += 1
+        return bool(slow)
 
     def close(self) -> None:
         if self.flush is not None:

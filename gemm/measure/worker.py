@@ -21,7 +21,7 @@ import sys
 import time
 import traceback
 
-from ..core.policy import Measurement, Policy
+from ..core.policy import SUITE, Measurement, Policy
 from ..core.problem import Problem
 from ..core.stats import median
 
@@ -72,7 +72,7 @@ class Worker:
         self.drv = device.cuda()
         self.info = device.info()
         lap("context")
-        self.policy = Policy.from_dict(job.get("policy", {}))
+        self.policy = Policy.from_dict(job["policy"]) if job.get("policy") else SUITE
         self.ab_pairs = [tuple(x) for x in job.get("ab", [[1.0, 0.0]])]
         self.time = job.get("time", True)
         self.defines = job.get("defines") or {}
@@ -239,7 +239,8 @@ def time_problem(job: Job, prob: Problem, ops, rec: dict) -> None:
     for k, m in pooled.items():
         rec[f"{k}_time"] = m.as_dict()
     if not all(m.samples_s for m in pooled.values()):
-        rec.update(status="throttled", error=f"every sample was dropped: {job.policy.floor_words()}")
+        rec.update(status="throttled",
+                   error=f"every sample was dropped: {job.policy.floor_words()}")
 
 
 def _time_set(job: Job, fns: dict, ops) -> dict:
@@ -257,7 +258,7 @@ def pool(parts: list[dict]) -> dict:
     """One Measurement per function from the per-operand-set ones (in set order): samples and
     clock readings concatenated, kernel and baseline cut to the same count within each set (so
     the i-th samples of both stay neighbours in time, as % of cuBLAS pairs them), GPU time and
-    throttled counts summed; `per_set` keeps each set's batch, sample count and median. One
+    throttled and unchecked counts summed; `per_set` keeps each set's batch, sample count and median. One
     set: that set's Measurement as it is."""
     if len(parts) == 1:
         return parts[0]
@@ -271,6 +272,7 @@ def pool(parts: list[dict]) -> dict:
             o.clocks_mhz += m.clocks_mhz[:keep]
             o.gpu_time_s += m.gpu_time_s
             o.throttled += m.throttled
+            o.unchecked += m.unchecked
             o.graph = o.graph and m.graph
             o.per_set.append({"batch": m.batch, "samples": keep,
                               "median_s": median(m.samples_s[:keep]) if keep else None})
