@@ -673,6 +673,7 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
         assert (work / "kernels" / reg[f"{name}_nospin"].file).read_text() == \
             (ROOT / "kernels" / reg[name].file).read_text()
     assert "#define SPIN_PPM 12000" in (work / "kernels" / reg["14_bf16_wgmma_tma"].file).read_text()
+    assert ts.WORK_HOOKS["09_cp_async_pipeline"] == ts.HOOKS["09_cp_async_pipeline"]   # its tail wait
     import tomllib      # a tuned kernel's twin runs the same tuned constants
     tables = tomllib.loads((work / "kernels" / "tuned" / "h200.toml").read_text())
     assert tables["14_bf16_wgmma_tma_nospin"] == tables["14_bf16_wgmma_tma"]

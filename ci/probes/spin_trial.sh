@@ -8,7 +8,8 @@
 # regress on it at SIZES (each a fresh A/B against the newest recorded commit, no anchor),
 # while under DEADLINE_S. KSTEP=1: the wait in every K step of 05 and 07 instead (tailspin.py
 # --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07). WORK=1:
-# more FFMAs in every K step of 05 and 07 (tailspin.py --work) and 14's tail wait (KS: those three).
+# more FFMAs in every K step of 05 and 07 (tailspin.py --work), 09's and 14's tail waits (KS: default those
+# three, 09 on request).
 # BASE=REV: the throwaway's parent (default HEAD), e.g. the newest commit whose measured code
 # is the newest recorded run's.
 # HISTORY_UPTO=REV keeps in the scratch history only the runs of REV and its ancestors (e.g.

@@ -123,12 +123,13 @@ def work(loop: str) -> str:
             + "    if (spin_acc_ == 1234.5f) C[0] = spin_acc_;\n")
 
 
-# --work: more FFMAs in every full K step of 05 and 07; 14's tail wait as without it
+# --work: more FFMAs in every full K step of 05 and 07; 09's and 14's tail waits as without it
 WORK_HOOKS = {
     "05_2d_blocktiling": [(LOOP_05, work(LOOP_05.replace("BK <= K; k0 += BK)\n", "BK <= K; k0 += BK) {\n", 1)
                                          + "        SPIN_WORK(spin_acc_);\n    }\n"), 0)],
     "07_bank_conflict_free": [(LOOP_07, work(LOOP_07.replace(
         " step(ktail<false>{}, k0);\n", " { step(ktail<false>{}, k0); SPIN_WORK(spin_acc_); }\n")), 0)],
+    "09_cp_async_pipeline": HOOKS["09_cp_async_pipeline"],
     "14_bf16_wgmma_tma": HOOKS["14_bf16_wgmma_tma"],
 }
 AMOUNT = {"05_2d_blocktiling": "SPIN_FMAS", "07_bank_conflict_free": "SPIN_FMAS"}
