@@ -51,7 +51,7 @@ import json, sys
 sys.path.insert(0, "ci/probes")
 from tailspin import true_sizes
 for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
-    print(f"true size ({sys.argv[2]}): {k} at {s}: -{v:.2f} % (kernel time, against its twin)")
+    print(f"true size ({sys.argv[2]}): {k} at {s}: {-v:+.2f} % (kernel time, against its twin)")
 PY
 }
 if [ ! -f "$state/picks" ]; then
