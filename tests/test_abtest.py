@@ -53,15 +53,6 @@ def test_the_ab_measures_each_commits_own_code_in_turns(stub_repo):
     assert "gemm-ab-" not in git(stub_repo, "worktree", "list")  # worktrees removed
 
 
-def test_a_commit_whose_gemm_measure_lacks_task_cannot_be_an_arm(stub_repo):
-    a = commit_fixed(stub_repo, 30.0, "a")
-    (stub_repo / "gemm" / "cli" / "main.py").write_text('measure.add_argument("--sizes")\n')
-    b = commit_fixed(stub_repo, 27.0, "b")
-    with pytest.raises(abtest.ABError, match=f"the code of {b[:10]} predates `gemm measure "
-                                             "--task` and cannot be an arm of the A/B"):
-        ab_rounds(stub_repo, a, b, {"05_2d": ["4096"]}, rounds=1, log=lambda s: None)
-
-
 def test_unknown_commit_and_broken_code_raise_aberror(stub_repo):
     a = commit_fixed(stub_repo, 30.0, "a")
     with pytest.raises(abtest.ABError, match="rev-parse"):
@@ -206,48 +197,15 @@ def test_an_arm_is_one_process(stub_repo):
     assert {k[:2] for k in got} == {("k1", "512"), ("k2", "512"), ("k3", "1024")}
 
 
-def test_an_arm_measures_under_its_trees_confirm_policy_where_it_has_one(tmp_path, monkeypatch):
-    """The A/B and the calibration measure under CONFIRM; a tree from before CONFIRM existed is
-    measured under its only policy (no argument its `gemm measure` would refuse)."""
-    new, old = tmp_path / "new", tmp_path / "old"
-    for tree, text in ((new, "SUITE = Policy()\nCONFIRM = replace(SUITE, min_samples=30)\n"),
-                       (old, "SUITE = Policy()\n")):
-        (tree / "gemm" / "core").mkdir(parents=True)
-        (tree / "gemm" / "core" / "policy.py").write_text(text)
-    abtest._source_has.cache_clear()
-    assert abtest.policy_args(new) == ["--policy", "confirm"]
-    assert abtest.policy_args(old) == []
+def test_an_arm_is_one_process_of_task_pairs_under_confirm(tmp_path, monkeypatch):
+    """An arm measures the whole of its series in one `gemm measure` process: its --task pairs in
+    series order, whatever sizes the kernels have, under --policy confirm."""
+    tree = tmp_path / "new"
+    tree.mkdir()
     seen = []
 
     def fake_run(tree, args, timeout, env=None):
         seen.append(args)
-        path = args[args.index("--json") + 1]
-        Path(path).write_text(json.dumps({"values": [
-            {"kernel": "k", "size": "512", "status": "ok", "metrics": {"tflops": 1.0}}]}))
-        return SimpleNamespace(returncode=0, stderr="")
-    monkeypatch.setattr(abtest, "_run", fake_run)
-    monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
-    abtest.measure(new, {"k": ["512"]})
-    abtest.measure(old, {"k": ["512"]})
-    assert seen[0][seen[0].index("--policy") + 1] == "confirm"
-    assert "--policy" not in seen[1]
-
-
-def test_an_arm_is_one_process_of_task_pairs_and_a_tree_without_task_is_refused(
-        tmp_path, monkeypatch):
-    """A tree whose `gemm measure` takes --task measures the whole arm in one process (its
-    pairs in series order), whatever sizes the kernels have; a tree without it is an ABError,
-    and no process is started for it."""
-    new, old = tmp_path / "new", tmp_path / "old"
-    for tree, text in ((new, 'me.add_argument("--task", action="append")\n'), (old, "")):
-        (tree / "gemm" / "cli").mkdir(parents=True)
-        (tree / "gemm" / "cli" / "main.py").write_text(text)
-    abtest._source_has.cache_clear()
-    assert abtest.has_tasks(new) and not abtest.has_tasks(old)
-    seen = []
-
-    def fake_run(tree, args, timeout, env=None):
-        seen.append((Path(tree).name, args))
         pairs = [args[i + 1].split("@") for i, a in enumerate(args) if a == "--task"]
         path = args[args.index("--json") + 1]
         Path(path).write_text(json.dumps({"values": [
@@ -256,17 +214,15 @@ def test_an_arm_is_one_process_of_task_pairs_and_a_tree_without_task_is_refused(
         return SimpleNamespace(returncode=0, stderr="")
     monkeypatch.setattr(abtest, "_run", fake_run)
     series = {"k1": ["8192"], "k2": ["2048", "8192"], "k3": ["8192"]}
-    got = abtest.measure(new, series)
+    got = abtest.measure(tree, series)
     assert {k[:2] for k in got} == {("k1", "8192"), ("k2", "2048"), ("k2", "8192"),
                                     ("k3", "8192")}
     assert len(seen) == 1
-    args = seen[0][1]
+    args = seen[0]
     assert [args[i + 1] for i, a in enumerate(args) if a == "--task"] == [
         "k1@8192", "k2@2048", "k2@8192", "k3@8192"]
+    assert args[args.index("--policy") + 1] == "confirm"
     assert "--kernel" not in args and "--sizes" not in args
-    with pytest.raises(abtest.ABError, match="the code of old predates `gemm measure --task`"):
-        abtest.measure(old, series)
-    assert len(seen) == 1
 
 
 def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, capsys,

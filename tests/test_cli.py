@@ -167,12 +167,7 @@ def test_version_without_package_metadata(monkeypatch, capsys):
     assert exc.value.code == 0 and capsys.readouterr().out == f"gemm {gemm.__version__}\n"
 
 
-def test_the_gate_sees_that_measure_takes_task():
-    """The A/B learns from a tree's gemm/cli/main.py whether its `gemm measure` takes --task
-    (gemm.track.abtest.has_tasks): this tree's does, and says so there."""
-    from pathlib import Path
-    from gemm.track import abtest
-    root = Path(__file__).resolve().parent.parent
-    assert abtest.has_tasks(root)
+def test_measure_takes_task_pairs_as_the_ab_gives_them():
+    """The A/B's arms call `gemm measure --task K@S ... --policy confirm` (gemm.track.abtest)."""
     args = cli.build_parser().parse_args(["measure", "--task", "05@4096"])
     assert args.task == ["05@4096"]

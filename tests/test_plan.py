@@ -39,7 +39,6 @@ def _fake(monkeypatch, level, start_s=5.0, target_s=5.0, noise=0.0005):
         now[0] += start_s + target_s * n
         return out
     monkeypatch.setattr(abtest, "measure", measure)
-    monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
     monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(confirm.ABRun, "unstable", lambda self: None)
     return now, calls
@@ -157,7 +156,6 @@ def test_measure_reports_each_targets_seconds_and_the_rest(tmp_path, monkeypatch
     tree = tmp_path / "t"
     (tree / "gemm" / "cli").mkdir(parents=True)
     (tree / "gemm" / "cli" / "main.py").write_text('me.add_argument("--task")\n')
-    abtest._source_has.cache_clear()
     clock = iter([100.0, 110.0])
     monkeypatch.setattr(abtest, "time", SimpleNamespace(monotonic=lambda: next(clock)))
 

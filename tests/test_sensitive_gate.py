@@ -275,7 +275,6 @@ def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
         checks[0] += 1
         return "a stand-in move" if checks[0] == moved_at else None
     monkeypatch.setattr(abtest, "measure", measure)
-    monkeypatch.setattr(abtest, "has_tasks", lambda tree: True)
     monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(confirm.ABRun, "unstable", unstable)
     cal = SimpleNamespace(prior=lambda *a: decision.Noise(noise, 40),

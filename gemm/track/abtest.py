@@ -1,6 +1,7 @@
 """The A/B's arms: each commit checked out in its own git worktree and measured by its own
-`python -m gemm measure --task K@S... --json F` (gemm.measure/1) under CONFIRM, one process a
-call; and what git tells about two commits' code (same_code, kernel_changed).
+`python -m gemm measure --task K@S... --policy confirm --json F` (gemm.measure/1), one process
+a call (a commit from before a03e0e7 lacks --task and fails as an arm); and what git tells about
+two commits' code (same_code, kernel_changed).
 """
 from __future__ import annotations
 
@@ -152,28 +153,6 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
 
 
-@functools.cache
-def _source_has(tree: Path, relpath: str, needle: str) -> bool:
-    """Does the tree's file `relpath` contain `needle`? Read once per tree."""
-    try:
-        return needle in (tree / relpath).read_text()
-    except OSError:
-        return False
-
-
-def policy_args(tree: Path) -> list[str]:
-    """`--policy confirm` where the tree's source has CONFIRM, else nothing (its suite policy)."""
-    return (["--policy", "confirm"]
-            if _source_has(Path(tree).resolve(), "gemm/core/policy.py", "\nCONFIRM = ") else [])
-
-
-def has_tasks(tree: Path) -> bool:
-    """Does this tree's `gemm measure` take `--task KERNEL@SIZE` (from its source)?"""
-    tree = Path(tree).resolve()
-    return (_source_has(tree, "gemm/cli/measure.py", '"--task"')
-            or _source_has(tree, "gemm/cli/main.py", '"--task"'))
-
-
 def _values(got: dict, tree: Path) -> dict:
     # the tree's own gemm must have measured (where the document names its package)
     pkg = Path(got["package"]).resolve() if got.get("package") else None
@@ -256,16 +235,13 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
     `device` / `sets` / `walls` / `clocks`, if given, get the GPU, `placements`, `_walls` and
     each function's median SM clock per process (`clocks_of`)."""
     tree = Path(tree).resolve()
-    if not has_tasks(tree):
-        raise ABError(f"the code of {tree.name} predates `gemm measure --task` and cannot be "
-                      f"an arm of the A/B")
     pairs = [x for kernel, sizes in series.items() for size in sizes
              for x in ("--task", f"{kernel}@{size}")]
     what = ", ".join(series)
     with tempfile.TemporaryDirectory(prefix="gemm-ab-json-") as tmp:
         path = Path(tmp) / "measure.json"
         t0 = time.monotonic()
-        out = _run(tree, ["-m", "gemm", "measure", *pairs, *policy_args(tree),
+        out = _run(tree, ["-m", "gemm", "measure", *pairs, "--policy", "confirm",
                           "--json", str(path)], timeout, env)
         took = time.monotonic() - t0
         try:
