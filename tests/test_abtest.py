@@ -34,10 +34,9 @@ def ab_rounds(repo, reference, new, series, rounds=1, log=lambda s: None) -> dic
         tree.update(trees)
         ab.run()
     got = {}
-    for i, (r, _) in enumerate(ab.comps):
-        refs, news, _ = ab.paired(i)
-        got[(r.kernel, r.size, r.metric)] = {"reference": [x for p in refs for x in p],
-                                             "new": [x for p in news for x in p]}
+    for c in ab.comps:
+        got[c.key] = {"reference": [x for p in c.refs for x in p],
+                      "new": [x for p in c.news for x in p]}
     return got
 
 

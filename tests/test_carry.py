@@ -64,8 +64,9 @@ def test_the_kept_rounds_against_the_anchor_come_with_it_where_the_code_is_the_s
     assert confirm.evidence([r], tmp_path, "h200", ".", "new") == 1
     assert r.carried_rounds == {"anc": kept}
     ab = confirm.ABRun([(r, "anc")], GateConfig(), "new", {}, print, None)
-    assert ab.paired(0) == ([[30.0, 30.0]], [[29.4, 29.4]], [3])     # before any round here
-    assert ab.priority(0)[0] == 1     # its kept rounds (-2 %) past its minimum effect: with
+    c = ab.comps[0]                   # before any round here: the kept round
+    assert (c.refs, c.news, c.ks, c.kept) == ([[30.0, 30.0]], [[29.4, 29.4]], [3], 1)
+    assert ab.priority(c)[0] == 1     # its kept rounds (-2 %) past its minimum effect: with
                                       # the likeliest DROPs, before the other unmeasured
 
 
@@ -124,7 +125,7 @@ def test_kept_rounds_alone_decide_nothing_and_the_guard_judges_only_rounds_here(
     ab = confirm.ABRun([(r, "anc")], GateConfig(max_rounds=2), "new",
                        abrun.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
     ab.decide_round()
-    assert not ab.decided                              # nothing measured here yet
+    assert ab.comps[0].state is abrun.State.OPEN       # nothing measured here yet
     ab.run()
     abreport.finish(ab)
     assert "unstable" not in r.note and calls["new-tree"] >= 2

@@ -117,13 +117,13 @@ def test_a_comparison_that_joins_later_is_paired_with_its_own_rounds(monkeypatch
     row = _rows(1)[0]
     ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
                        abrun.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
-    ab.measure_round(1, [0])
-    ab.measure_round(2, [0, 1])
-    late, early = ab.effect(1), ab.effect(0)
+    c1, c2 = ab.comps
+    ab.measure_round(1, [c1])
+    ab.measure_round(2, [c1, c2])
+    late, early = ab.effect(c2), ab.effect(c1)
     assert late.n_new == 2 and late.n_ref == 2 and abs(late.change) < 0.002
     assert early.n_new == 4 and early.change < -0.01
-    refs, news, ks = ab.paired(1)
-    assert len(refs) == len(news) == 1 and ks == [3]      # R1 R2 N N R2 R1: R2 is 3 apart
+    assert len(c2.refs) == len(c2.news) == 1 and c2.ks == [3]   # R1 R2 N N R2 R1: R2 3 apart
 
 
 def test_what_a_round_costs_before_anything_was_measured():
@@ -208,8 +208,8 @@ def test_unmeasured_comparisons_go_by_their_drop_over_their_noise(monkeypatch):
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
     ab = confirm.ABRun([(noisy, "c1"), (quiet, "c1")], GateConfig(), "NEW",
                        abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, cal)
-    assert sorted(range(2), key=ab.priority) == [1, 0]
-    assert ab.priority(1) < ab.priority(0)
+    assert sorted(ab.comps, key=ab.priority) == ab.comps[::-1]
+    assert ab.priority(ab.comps[1]) < ab.priority(ab.comps[0])
 
 
 def test_a_comparison_is_paired_by_round_whatever_rounds_it_missed(monkeypatch):
@@ -220,10 +220,11 @@ def test_a_comparison_is_paired_by_round_whatever_rounds_it_missed(monkeypatch):
     row = _rows(1)[0]
     ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
                        abrun.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
-    ab.measure_round(1, [0, 1])
-    ab.measure_round(2, [0])
-    ab.measure_round(3, [0, 1])
-    skipped, every = ab.effect(1), ab.effect(0)
+    c1, c2 = ab.comps
+    ab.measure_round(1, [c1, c2])
+    ab.measure_round(2, [c1])
+    ab.measure_round(3, [c1, c2])
+    skipped, every = ab.effect(c2), ab.effect(c1)
     assert skipped.n_new == 4 and abs(skipped.change) < 0.002
     assert every.n_new == 6 and every.change < -0.005
 
@@ -305,7 +306,7 @@ def test_a_fresh_drop_past_its_minimum_effect_goes_before_the_carried(monkeypatc
     comps = [(carried, "c1"), (plain, "c1"), (fresh, "c1")]
     ab = confirm.ABRun(comps, GateConfig(budget_s=1.0, overtime_s=90.0), "NEW",
                        abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
-    assert sorted(range(3), key=ab.priority) == [2, 0, 1]
+    assert sorted(ab.comps, key=ab.priority) == [ab.comps[i] for i in (2, 0, 1)]
     ab.run()
     abreport.finish(ab)
     assert fresh.verdict == "DROP", fresh.note
@@ -322,29 +323,30 @@ def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW",
                        abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _borrowed(0.0005))
-    ab.measure_round(1, [1])
-    assert not math.isfinite(ab.effect(1).hi)
-    assert sorted(range(2), key=ab.priority) == [1, 0]      # the started one first
-    assert ab.needs(0) == 3 and abrun.RUN_DOF == 4           # borrowed: 2 + 2 dof
+    k1, k2 = ab.comps
+    ab.measure_round(1, [k2])
+    assert not math.isfinite(ab.effect(k2).hi)
+    assert sorted(ab.comps, key=ab.priority) == [k2, k1]    # the started one first
+    assert ab.needs(k1) == 3 and abrun.RUN_DOF == 4          # borrowed: 2 + 2 dof
     ab.costs.start, ab.costs.target = {"c1": 5.0, "NEW": 5.0}, {}
     one = 4 * (5.0 + 5.0)                                    # a round of one target
     ab.costs.target = {(a, ("k1", "4096")): 5.0 for a in ("c1", "NEW")}
     ab.costs.target.update({(a, ("k2", "4096")): 5.0 for a in ("c1", "NEW")})
     assert ab.choose(one) == []                              # it needs two more
-    assert ab.choose(2 * one) == [1]                         # its last two; k1 would need three
-    assert ab.choose(3 * 4 * (5.0 + 10.0)) == [1, 0]
+    assert ab.choose(2 * one) == [k2]                        # its last two; k1 would need three
+    assert ab.choose(3 * 4 * (5.0 + 10.0)) == [k2, k1]
     capped = confirm.ABRun([(r, "c1") for r in rows], GateConfig(max_rounds=2), "NEW", {},
                            lambda s: None, _borrowed(0.0005))
-    assert capped.needs(0) == 2                              # no more than the cap
+    assert capped.needs(capped.comps[0]) == 2                # no more than the cap
     none = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
                          None)
-    assert none.needs(0) == 5                                # no prior: r - 1 dof
-    assert 0 in none.choose(1e9)
+    assert none.needs(none.comps[0]) == 5                    # no prior: r - 1 dof
+    assert none.comps[0] in none.choose(1e9)
     none.n = 4                                               # round 5 of 8 next: too late
     assert none.choose(1e9) == []
     own = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
                         _cal(0.0005))
-    assert own.needs(0) == 1                                 # its own noise: one round may do
+    assert own.needs(own.comps[0]) == 1                      # its own noise: one round may do
 
 
 def test_a_fresh_drop_with_borrowed_noise_goes_on_past_the_budget_to_its_drop(monkeypatch):
@@ -381,7 +383,7 @@ def test_a_carried_series_ranks_by_its_kept_rounds(monkeypatch):
         rows.append(r)
     ab = confirm.ABRun([(r, "anc") for r in rows], GateConfig(), "NEW", {}, lambda s: None,
                        _cal(0.0005))
-    assert ab.priority(0)[0] == 1 and ab.priority(1)[0] == 2
+    assert [ab.priority(c)[0] for c in ab.comps] == [1, 2]
 
 
 def test_a_flood_with_borrowed_noise_still_catches_a_big_drop():

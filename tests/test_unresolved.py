@@ -74,7 +74,7 @@ def test_each_comparison_left_open_says_why_typed(monkeypatch):
     assert [(o["stop"], o["rounds"], o["after"]) for o in rows[0].open] == [(Stop.UNSTABLE, 1, 2)]
 
     rows, ab = _ab(monkeypatch, half, GateConfig(budget_s=1000.0), noise=0.004)
-    ab.measure_round(1, [0, 1])
+    ab.measure_round(1, ab.comps)
     ab.end(Stop.BROKEN, "no A/B: the reference would not build")
     abreport.finish(ab)
     assert [o["stop"] for r in rows for o in r.open] == [Stop.BROKEN] * 2

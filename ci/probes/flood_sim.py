@@ -37,18 +37,24 @@ FIELDS = ("kernel", "size", "metric", "n_hist", "centre", "new", "change", "boun
 
 
 def engine(rev: str | None):
-    """gemm.track.abrun as this tree has it, or as `rev` had it (loaded beside it)."""
+    """(gemm.track.abrun, abreport) as this tree has them, or as `rev` had them (loaded
+    beside them, that report reading that engine)."""
     if rev is None:
-        return abrun
-    src = subprocess.run(["git", "show", f"{rev}:gemm/track/abrun.py"], check=True,
-                         capture_output=True, text=True).stdout
-    path = os.path.join(tempfile.mkdtemp(), "abrun_old.py")
-    open(path, "w").write(src)
-    spec = importlib.util.spec_from_file_location("gemm.track._abrun_old", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod          # its dataclasses look themselves up there
-    spec.loader.exec_module(mod)
-    return mod
+        return abrun, abreport
+
+    def load(name: str, src: str):
+        path = os.path.join(tempfile.mkdtemp(), f"{name}_old.py")
+        open(path, "w").write(src)
+        spec = importlib.util.spec_from_file_location(f"gemm.track._{name}_old", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod      # its dataclasses look themselves up there
+        spec.loader.exec_module(mod)
+        return mod
+    src = {name: subprocess.run(["git", "show", f"{rev}:gemm/track/{name}.py"], check=True,
+                                capture_output=True, text=True).stdout
+           for name in ("abrun", "abreport")}
+    return load("abrun", src["abrun"]), load("abreport", src["abreport"].replace(
+        "from .abrun import", "from ._abrun_old import"))
 
 
 def comparisons(report: dict) -> list[tuple[Row, str]]:
@@ -74,7 +80,7 @@ def fresh(comps):
     return [(rows[id(r)], a) for r, a in comps]
 
 
-def simulate(mod, comps, cal, budget: float, rng: random.Random) -> Counter:
+def simulate(mod, comps, cal, budget: float, rng: random.Random, report=abreport) -> Counter:
     now = [0.0]
     rows = {id(r): r for r, _ in comps}
     speeds = plan.speeds(list(rows.values()))
@@ -109,7 +115,7 @@ def simulate(mod, comps, cal, budget: float, rng: random.Random) -> Counter:
         ab.run()
     finally:
         mod.time = real
-    abreport.finish(ab)
+    report.finish(ab)
     got = Counter(str(r.verdict) for r in rows.values())
     got["elapsed_s"] = round(now[0])
     big = [r for r in rows.values() if r.change is not None and r.change <= -TRUE_PAST]
@@ -141,7 +147,8 @@ def main(argv):
     for budget in map(float, os.environ.get("BUDGETS", "46 94 180").split()):
         for label, rev in (("this tree", None), (f"engine of {old}", old)) if old else \
                 (("this tree", None),):
-            got = simulate(engine(rev), fresh(comps), cal, budget, random.Random(seed))
+            mod, report = engine(rev)
+            got = simulate(mod, fresh(comps), cal, budget, random.Random(seed), report)
             print(f"budget {budget:>4.0f} s, {label:>20}: " + ", ".join(
                 f"{k} {v}" for k, v in sorted(got.items())))
 

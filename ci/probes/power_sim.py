@@ -62,7 +62,7 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
         ab = ABRun([(row, "reference")], cfg, "new", measure, lambda s: None, cal,
                    family=family, clock=lambda: now[0], built=("reference",))
         ab.run()
-        verdicts.append(ab.decided[0].verdict if 0 in ab.decided else None)
+        verdicts.append(ab.comps[0].decided.verdict if ab.comps[0].decided else None)
     drop = verdicts.count(decision.DROP) / trials
     same = sum(v in decision.PASSING for v in verdicts) / trials
     return drop, same, 1 - drop - same

@@ -22,7 +22,7 @@ from pathlib import Path
 from ..core import stats
 from ..core.faults import ENV
 from ..track import abtest, calibration, decision, plan
-from ..track.abrun import ABRun
+from ..track.abrun import ABRun, Comparison, State
 from ..track.gate import GateConfig, Row, Verdict
 
 METRICS = ("tflops", "pct_of_cublas")
@@ -147,24 +147,24 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = 
                    built=(REFERENCE,))
         ab.run()
         procs = [p for p in procs if p[0] == ab.restarts]
-        for i, r in enumerate(rows):
-            out[(r.kernel, r.size, r.metric, sh)] = _detection(ab, i, procs, cal)
+        for c in ab.comps:
+            out[(*c.key, sh)] = _detection(ab, c, procs, cal)
     return out
 
 
-def _detection(ab: ABRun, i: int, procs: list, cal) -> dict:
-    r = ab.comps[i][0]
-    refs, news, _ = ab.paired(i)
-    values: dict = {"ref": [x for p in refs for x in p], "new": [x for p in news for x in p]}
+def _detection(ab: ABRun, c: Comparison, procs: list, cal) -> dict:
+    r = c.row
+    values: dict = {"ref": [x for p in c.refs for x in p], "new": [x for p in c.news for x in p]}
     t = (r.kernel, r.size)
     sets = {a: [s[t] for _, arm, s in procs if arm == a and t in s] for a in (REFERENCE, ab.new)}
     if r.metric == "tflops" and sets[REFERENCE]:
         values["placements"] = {"ref": sets[REFERENCE][:len(values["ref"])],
                                 "new": sets[ab.new][:len(values["new"])]}
-    e, p, closed = ab.estimate(i), cal.prior(r.kernel, r.size, r.metric), ab.closed.get(i)
+    e, p = ab.estimate(c), cal.prior(r.kernel, r.size, r.metric)
+    failed = c.state is State.FAILED
     return {"kernel": r.kernel, "size": r.size, "metric": r.metric,
-            "stopped": closed.stop if closed else None, "overtime": i in ab.over_measured,
-            "verdict": "FAILED" if i in ab.failed else e.verdict if e else decision.AMBIGUOUS,
+            "stopped": c.stop, "overtime": c.measured_overtime,
+            "verdict": "FAILED" if failed else e.verdict if e else decision.AMBIGUOUS,
             "change": e.change if e else None,
             "lo": decision.change_of(e.lo) if e else None,
             "hi": decision.change_of(e.hi) if e else None,

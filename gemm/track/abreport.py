@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..core import stats
 from ..machine.nvml import clocks_differ
 from . import decision
-from .abrun import Stop
+from .abrun import Comparison, State, Stop
 from .gate import Row, Verdict
 
 LEAD = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
@@ -36,28 +36,29 @@ def power_note(ab, r: Row, e) -> str:
             + (f" (--max-rounds {ab.cfg.max_rounds})" if need > ab.cfg.max_rounds else ""))
 
 
-def left_open(ab, i: int, stop: Stop, e=None) -> dict:
-    """Comparison i left open, as a row's `open` has it (docs/gate.md)."""
-    closed = ab.closed.get(i)
-    return {"against": ab.comps[i][1], "stop": stop, "rounds": len(ab.paired(i)[0]), "kept": ab.kept(i),
-            "after": closed.after if closed else ab.total,
-            "needs": rounds_needed(ab, ab.comps[i][0], e) if e is not None else None}
+def left_open(ab, c: Comparison, e=None) -> dict:
+    """A comparison left open (closed, or its reference failed), as a row's `open` has it
+    (docs/gate.md)."""
+    closed = c.state is State.CLOSED
+    return {"against": c.against, "stop": c.stop if closed else Stop.FAILED,
+            "rounds": c.rounds, "kept": c.kept, "after": c.after if closed else ab.total,
+            "needs": rounds_needed(ab, c.row, e) if e is not None else None}
 
 
 def finish(ab, machine=None, clocks=None) -> None:
     """Each row's verdict, note and effects from its comparisons in a finished ABRun; with
     `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures,
     with `clocks` (abrun.in_trees'), the SM clock of its target's samples in each arm."""
-    by_row: dict[int, list[int]] = {}
-    for i, (r, _) in enumerate(ab.comps):
-        by_row.setdefault(id(r), []).append(i)
-    for idxs in by_row.values():
-        r = ab.comps[idxs[0]][0]
-        r.effects, r.open, r.against = [], [], [ab.comps[i][1] for i in idxs]
-        new = [x for x in ab.new_values(r) if x is not None]
+    by_row: dict[int, list[Comparison]] = {}
+    for c in ab.comps:
+        by_row.setdefault(id(c.row), []).append(c)
+    for comps in by_row.values():
+        r = comps[0].row
+        r.effects, r.open, r.against = [], [], [c.against for c in comps]
+        new = [x for x in ab.new_values.get(comps[0].key, []) if x is not None]
         if new:
             r.ab_new = stats.median(new)
-        verdicts, parts = zip(*(_comparison(ab, i, machine, clocks) for i in idxs))
+        verdicts, parts = zip(*(_comparison(ab, c, machine, clocks) for c in comps))
         r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED)
                           if v in verdicts), Verdict.NOISE)
         r.note = f"{LEAD[r.verdict]}: " + "; ".join(parts)
@@ -78,61 +79,51 @@ def _clock_note(ref: dict | None, new: dict | None) -> str:
     return f" (the kernel's samples at {a:.0f} MHz in the reference, {b:.0f} MHz in the new code)"
 
 
-def _comparison(ab, i: int, machine, clocks=None) -> tuple[Verdict | None, str]:
-    """Comparison i's verdict (None: a moot one) and its part of the row's note; its effect
-    and what it left open go to its row."""
-    r, c = ab.comps[i]
-    refs, news, ks = ab.paired(i)
-    kept = ab.kept(i)
-    ref = [x for p in refs[kept:] for x in p if x is not None]
+def _comparison(ab, c: Comparison, machine, clocks=None) -> tuple[Verdict | None, str]:
+    """c's verdict (None: a moot one) and its part of the row's note; its effect and what it
+    left open go to its row."""
+    r, vs = c.row, f"vs {c.against[:10]}"
+    ref = [x for p in c.refs[c.kept:] for x in p if x is not None]
     if ref and r.ab_reference is None:
         r.ab_reference = stats.median(ref)
-    closed = ab.closed.get(i)
-    if i in ab.failed:
-        new_failed, why = ab.failed[i]
-        if not new_failed:
-            r.open.append(left_open(ab, i, Stop.FAILED))
-        return Verdict.FAILED if new_failed else Verdict.UNRESOLVED, f"vs {c[:10]}: {why}"
-    e = ab.estimate(i)
-    if e is None and i in ab.moot:
-        return Verdict.DROP, f"vs {c[:10]}: {ab.moot[i]}"
-    if e is None:
-        if closed:
-            r.open.append(left_open(ab, i, closed.stop))
-        return Verdict.UNRESOLVED, f"vs {c[:10]}: {closed.why if closed else ''}"
-    if i in ab.moot:
-        verdict, status, why = None, "MOOT", ab.moot[i]
-    elif i in ab.decided:
+    e = ab.estimate(c)      # None without a complete round here or with a failed value
+    if c.state is State.DECIDED:
         verdict = Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE
         status = why = e.verdict
+    elif c.state is State.MOOT:     # its row is a DROP by another comparison
+        verdict, status, why = None, "MOOT", c.why
     else:
-        verdict, status = Verdict.UNRESOLVED, "UNRESOLVED"
-        why = (closed.why if closed else "") + power_note(ab, r, e)
-    note = f"A/B vs {c[:10]} here: {e.describe()}: {why}"
-    if verdict == Verdict.UNRESOLVED and closed:
-        r.open.append(left_open(ab, i, closed.stop, e))
+        verdict = Verdict.FAILED if c.new_failed else Verdict.UNRESOLVED
+        status, why = "UNRESOLVED", c.why + (power_note(ab, r, e) if e is not None else "")
+        if c.state in (State.CLOSED, State.FAILED) and not c.new_failed:
+            r.open.append(left_open(ab, c, e))
+    if e is None:
+        return verdict, f"{vs}: {c.why}"
+    note = f"A/B {vs} here: {e.describe()}: {why}"
     if not ab.judges_gpu(r):
         note += " (calibrated noise borrowed from other series at this or the bracketing sizes)"
     elif e.rule == "trimmed":
         note += " (trimmed means: the robust rule)"
     if e.rule == "welch":
         note += " (each arm's own spread, Welch: the rounds reject the calibrated noise)"
-    if i in ab.over_measured:
+    if c.measured_overtime:
         note += " (overtime: measured past the time budget)"
-    if kept:
-        note += (f" (its first {kept} rounds kept at {r.carried[0][:10]}, the same code, "
+    if c.kept:
+        note += (f" (its first {c.kept} rounds kept at {r.carried[0][:10]}, the same code, "
                  "UNRESOLVED there)")
-    mhz = {"reference": target_clocks(clocks, c, (r.kernel, r.size)),
+    mhz = {"reference": target_clocks(clocks, c.against, (r.kernel, r.size)),
            "new": target_clocks(clocks, ab.new, (r.kernel, r.size))}
     note += _clock_note(mhz["reference"], mhz["new"])
     r.effects.append({
-        "against": c, "verdict": status, "change": e.change,
-        "lo": decision.change_of(e.lo), "hi": decision.change_of(e.hi), "sigma": e.sigma, "dof": e.dof,
-        "n_ref": e.n_ref, "n_new": e.n_new, "rule": e.rule, "overtime": i in ab.over_measured,
-        "carry": i not in ab.untrusted,   # may the next commit carry these rounds (confirm.evidence)?
-        "machine": machine.pair(c, ab.new) if machine else None,
+        "against": c.against, "verdict": status, "change": e.change,
+        "lo": decision.change_of(e.lo), "hi": decision.change_of(e.hi),
+        "sigma": e.sigma, "dof": e.dof, "n_ref": e.n_ref, "n_new": e.n_new, "rule": e.rule,
+        "overtime": c.measured_overtime,
+        # may the next commit carry these rounds (confirm.evidence)? Not where the A/A moved
+        "carry": c.stop != Stop.UNSTABLE,
+        "machine": machine.pair(c.against, ab.new) if machine else None,
         "clocks": mhz if any(mhz.values()) else None,
         # the per-process values it was decided on, in round order, for a later rule to try
-        "values": {"first": [a for a, _ in refs], "last": [b for _, b in refs],
-                   "new": [x for p in news for x in p], "k": ks}})
+        "values": {"first": [a for a, _ in c.refs], "last": [b for _, b in c.refs],
+                   "new": [x for p in c.news for x in p], "k": list(c.ks)}})
     return verdict, note

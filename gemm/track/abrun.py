@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from . import abtest, decision, plan
@@ -27,11 +27,50 @@ class Stop(StrEnum):
     FAILED = "failed"       # the reference's code failed here (the new code's: the row FAILED)
 
 
-@dataclass(frozen=True)
-class Closed:
-    stop: Stop
-    why: str
-    after: int = 0          # the rounds the A/B had run (restarted ones included) by then
+class State(StrEnum):
+    """Where a comparison stands; only an OPEN one is measured, decided or closed."""
+    OPEN = "open"
+    DECIDED = "decided"     # its effect's verdict is not AMBIGUOUS
+    FAILED = "failed"       # an arm's code failed when measured here
+    MOOT = "moot"           # another comparison of its row is a DROP
+    CLOSED = "closed"       # left open (UNRESOLVED) for its stop
+
+
+@dataclass(eq=False)
+class Comparison:
+    """`row` against the reference arm `against`. Its complete rounds, kept ones first
+    ([first, last], [new, new], k each), grow only while it is OPEN."""
+    row: Row
+    against: str
+    state: State = State.OPEN
+    decided: decision.Effect | None = None   # DECIDED: its effect
+    why: str = ""               # FAILED, MOOT, CLOSED: said in the row's note
+    new_failed: bool = False    # FAILED: the new code's (else the reference's)
+    stop: Stop | None = None    # CLOSED
+    after: int = 0              # CLOSED: the rounds the A/B had run (restarted ones included)
+    measured_overtime: bool = False   # measured past the time budget
+    refs: list = field(init=False)
+    news: list = field(init=False)
+    ks: list = field(init=False)
+    kept: int = field(init=False)   # of the rounds, those kept from an earlier commit (carry)
+
+    def __post_init__(self) -> None:
+        self.refs, self.news, self.ks = carried(self.row.carried_rounds.get(self.against))
+        self.kept = len(self.refs)
+
+    @property
+    def key(self) -> tuple:
+        return self.row.kernel, self.row.size, self.row.metric
+
+    @property
+    def rounds(self) -> int:
+        return len(self.refs)
+
+    def describe(self) -> str:
+        return f"{self.row.kernel} at {self.row.size} ({self.row.label})"
+
+    def close(self, stop: Stop, why: str, after: int) -> None:
+        self.state, self.stop, self.why, self.after = State.CLOSED, stop, why, after
 
 
 def in_trees(tree: dict, clocks: dict | None = None):
@@ -47,20 +86,20 @@ def in_trees(tree: dict, clocks: dict | None = None):
 
 class ABRun:
     """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
-    `measure(arm, series) -> (values, walls)`. `family`: the Bonferroni family if not the
-    comparisons' own; `clock`: seconds (time.monotonic)."""
+    `measure(arm, series) -> (values, walls)`; `comps` holds them as Comparison. `family`: the
+    Bonferroni family if not the comparisons' own; `clock`: seconds (time.monotonic)."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
                  speeds: dict | None = None, family: int | None = None, clock=None,
                  built=()):
-        self.comps, self.cfg, self.new, self.measure = comparisons, cfg, new, measure
+        self.cfg, self.new, self.measure = cfg, new, measure
         self.log, self.cal, self.clock = log, calibration, clock
-        self.family = family or decision.family_size(len(comparisons), cfg.min_rounds,
+        self.comps = [Comparison(r, c) for r, c in comparisons]
+        self.family = family or decision.family_size(len(self.comps), cfg.min_rounds,
                                                      cfg.max_rounds)
         # a round's cost, learned as measured; built: arms of the new code's tree (compiled)
         self.costs = plan.Costs(speeds, warm={new, *built})
         self.unguarded = False            # said once: no series here can judge the GPU
-        self.untrusted: set[int] = set()  # left open as the A/A control moved: not carried
         self.restarts = 0
         self.total = 0                    # rounds run, those a restart discarded included
         self.reset()
@@ -68,14 +107,9 @@ class ABRun:
     def reset(self) -> None:
         """No rounds, no decisions (the start, and the A/A control's restart)."""
         self.n = 0                        # rounds so far
-        self.values: dict = {}            # (arm, key) -> {round: values}
-        self.decided: dict[int, decision.Effect] = {}
-        self.failed: dict[int, tuple[bool, str]] = {}   # (the new code failed?, why)
-        self.moot: dict[int, str] = {}    # left open: another comparison of its row is a DROP
-        self.closed: dict[int, Closed] = {}
-        self.overtime: set[int] = set()   # kept past the time budget (on course for a DROP)
-        self.over_measured: set[int] = set()  # ... and measured there
-        self.upto: dict[int, int] = {}    # rounds a comparison had when it left the undecided
+        self.overtime = False             # past the time budget, for what is on course for a DROP
+        self.comps = [Comparison(c.row, c.against) for c in self.comps]
+        self.new_values: dict = {}        # key -> every value of the new code, in order
 
     def prior(self, r: Row):
         return self.cal.prior(r.kernel, r.size, r.metric) if self.cal is not None else None
@@ -84,24 +118,22 @@ class ABRun:
         """Only a series with its own noise (or no calibration at all) judges the GPU."""
         return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
 
-    def describe(self, i: int) -> str:
-        r = self.comps[i][0]
-        return f"{r.kernel} at {r.size} ({r.label})"
-
     def who(self, arm: str) -> str:
         return "the new code" if arm == self.new else f"the reference {arm[:10]}"
 
-    def undecided(self) -> list[int]:
-        return [i for i in range(len(self.comps)) if i not in self.decided
-                and i not in self.failed and i not in self.moot and i not in self.closed]
+    def undecided(self) -> list[Comparison]:
+        return [c for c in self.comps if c.state is State.OPEN]
 
-    def measure_round(self, n: int, chosen: list[int]) -> None:
+    def measure_round(self, n: int, chosen: list[Comparison]) -> None:
+        """Round n over the chosen comparisons' targets; each OPEN comparison takes the round
+        once complete (its reference's two processes and the new code's two between)."""
         self.n = n
         by_ref: dict[str, list[Row]] = {}
-        for i in chosen:
-            by_ref.setdefault(self.comps[i][1], []).append(self.comps[i][0])
+        for c in chosen:
+            by_ref.setdefault(c.against, []).append(c.row)
         refs = list(by_ref)
-        union = series([self.comps[i][0] for i in chosen])
+        union = series([c.row for c in chosen])
+        here: dict = {}      # (arm, key) -> a reference's {first, k, last}, the new code's [v, v]
         # R1 R2 N N R2 R1: a reference's two processes "first" and "last" (the A/A control)
         for arm, pos in ([(c, "first") for c in refs] + [(self.new, "new")] * 2
                          + [(c, "last") for c in reversed(refs)]):
@@ -112,91 +144,59 @@ class ABRun:
             got, walls = self.measure(arm, what)
             self.costs.learn(arm, walls)
             for key, v in got.items():
-                d = self.values.setdefault((arm, key), {})
                 if pos == "new":
-                    d.setdefault(n, []).append(v)
-                    continue
-                d.setdefault(n, {})[pos] = v
-                if pos == "first":     # how many new-code steps apart its two processes are
-                    d[n]["k"] = 2 * len(refs) + 1 - 2 * refs.index(arm)   # (R1 .. N N .. R1)
-            for i in chosen:           # asked for, not reported: no value to pair, ever
-                r, c = self.comps[i]
-                if (pos == "new" or c == arm) and (r.kernel, r.size, r.metric) not in got \
-                        and i in self.undecided():
-                    self.close(i, Stop.MISSING,
-                               f"{self.who(arm)}'s measurement here reported nothing for it")
+                    here.setdefault((arm, key), []).append(v)
+                    self.new_values.setdefault(key, []).append(v)
+                else:   # k: how many new-code steps apart its two processes are (R1 .. N N .. R1)
+                    here.setdefault((arm, key), {"k": 2 * len(refs) + 1 - 2 * refs.index(arm)})
+                    here[(arm, key)][pos] = v
+            for c in chosen:           # asked for, not reported: no value to pair, ever
+                if (pos == "new" or c.against == arm) and c.key not in got \
+                        and c.state is State.OPEN:
+                    c.close(Stop.MISSING,
+                            f"{self.who(arm)}'s measurement here reported nothing for it",
+                            self.total)
+            for c in self.undecided() if pos == "last" else ():
+                ref, new = here.get((arm, c.key), {}), here.get((self.new, c.key), [])
+                if c.against == arm and "first" in ref and "last" in ref and len(new) == 2:
+                    c.refs.append([ref["first"], ref["last"]])
+                    c.news.append(list(new))
+                    c.ks.append(ref["k"])
         if self.overtime:
-            self.over_measured.update(chosen)
+            for c in chosen:
+                c.measured_overtime = True
 
-    def close(self, i: int, stop: Stop, why: str) -> None:
-        """Leave comparison i open (UNRESOLVED) for `why`, with the rounds it has now."""
-        self.closed[i] = Closed(stop, why, self.total)
-        self.upto.setdefault(i, self.rounds(i))
-
-    def paired(self, i: int) -> tuple[list, list, list]:
-        """Comparison i's complete rounds, kept ones first: ([[first, last]], [[new, new]], [k]);
-        once it left the undecided, only those it had then."""
-        r, c = self.comps[i]
-        key = (r.kernel, r.size, r.metric)
-        ref, new = self.values.get((c, key), {}), self.values.get((self.new, key), {})
-        refs, news, ks = carried(r.carried_rounds.get(c))
-        for n in sorted(ref):
-            got, nv = ref[n], new.get(n, [])
-            if "first" in got and "last" in got and len(nv) == 2:
-                refs.append([got["first"], got["last"]])
-                news.append(list(nv))
-                ks.append(got["k"])
-        upto = self.upto.get(i, len(refs))
-        return refs[:upto], news[:upto], ks[:upto]
-
-    def rounds(self, i: int) -> int:
-        """How many complete rounds comparison i has (kept ones included)."""
-        return len(self.paired(i)[0])
-
-    def kept(self, i: int) -> int:
-        """How many of comparison i's rounds were kept from an earlier commit (carry)."""
-        r, c = self.comps[i]
-        return len(carried(r.carried_rounds.get(c))[0])
-
-    def new_values(self, r: Row) -> list:
-        """Every value of the row's new code measured here, round by round."""
-        d = self.values.get((self.new, (r.kernel, r.size, r.metric)), {})
-        return [v for n in sorted(d) for v in d[n]]
-
-    def needs(self, i: int) -> int:
-        """Rounds comparison i needs before a decision (at most the cap): 1 with its own
-        calibrated noise, else those that give RUN_DOF dof (3 with a borrowed prior, 5 with
-        none)."""
-        p = self.prior(self.comps[i][0])
+    def needs(self, c: Comparison) -> int:
+        """Rounds c needs before a decision (at most the cap): 1 with its own calibrated
+        noise, else those that give RUN_DOF dof (3 with a borrowed prior, 5 with none)."""
+        p = self.prior(c.row)
         if p is not None and not p.borrowed:
             return 1
         rounds = 1 + (math.ceil(RUN_DOF / 2) if p is not None else RUN_DOF)
         return min(rounds, self.cfg.max_rounds)
 
-    def early(self, i: int, e) -> bool:
+    def early(self, c: Comparison, e) -> bool:
         """Fewer rounds than a decision needs here, or an interval still unbounded."""
-        return self.rounds(i) < self.needs(i) or not (math.isfinite(e.lo)
-                                                       and math.isfinite(e.hi))
+        return c.rounds < self.needs(c) or not (math.isfinite(e.lo) and math.isfinite(e.hi))
 
-    def reachable(self, i: int, e) -> bool:
-        cap = self.rounds(i) + self.cfg.max_rounds - self.n
-        return decision.reachable(e, self.comps[i][0].min_effect, cap)
+    def reachable(self, c: Comparison, e) -> bool:
+        cap = c.rounds + self.cfg.max_rounds - self.n
+        return decision.reachable(e, c.row.min_effect, cap)
 
-    def priority(self, i: int) -> tuple:
+    def priority(self, c: Comparison) -> tuple:
         """choose()'s order, lowest first: 0 started and still to decide, 1 past the minimum
         effect, 2 carried, 3 the other unmeasured, 4 the rest (docs/gate.md section 3)."""
-        r, c = self.comps[i]
-        rounds = self.rounds(i)
-        e = self.effect_or_none(i) if rounds else None
-        if rounds > self.kept(i):
+        r = c.row
+        e = self.effect_or_none(c) if c.rounds else None
+        if c.rounds > c.kept:
             if e is None:          # a failed value: its verdict comes without more rounds
                 return (0, -math.inf)
-            return (0 if self.early(i, e) or self.reachable(i, e) else 4, e.estimate)
-        change = (r.change if c == r.reference else r.anchor_change) or 0.0
+            return (0 if self.early(c, e) or self.reachable(c, e) else 4, e.estimate)
+        change = (r.change if c.against == r.reference else r.anchor_change) or 0.0
         # in a flood of candidates, noisy series are the likeliest to sit past the screen
         p = self.prior(r)
         scale = max(r.bound or 0.0, p.sigma if p is not None else 0.0) or 1.0
-        if rounds:                 # carried with its evidence: the kept rounds' estimate
+        if c.rounds:               # carried with its evidence: the kept rounds' estimate
             kept = e.estimate if e is not None else -math.inf
             return (1, kept / scale) if kept <= -r.min_effect else (2, kept)
         if change <= -r.min_effect:
@@ -205,113 +205,103 @@ class ABRun:
             return (2, -len(r.carried))
         return (3, change / scale)
 
-    def choose(self, left: float, first: bool = False) -> list[int]:
+    def choose(self, left: float, first: bool = False) -> list[Comparison]:
         """The undecided comparisons a round can take in `left` seconds, by priority, each
         only where the rounds it still needs fit too (the first round takes at least one)."""
         arms: dict[str, set] = {}
         chosen, times = [], 1
-        for i in sorted(self.undecided(), key=self.priority):
-            r, c = self.comps[i]
-            t = (r.kernel, r.size)
-            if t in arms.get(c, ()) and t in arms.get(self.new, ()):
-                chosen.append(i)   # its targets are measured anyway
+        for c in sorted(self.undecided(), key=self.priority):
+            t = (c.row.kernel, c.row.size)
+            if t in arms.get(c.against, ()) and t in arms.get(self.new, ()):
+                chosen.append(c)   # its targets are measured anyway
                 continue
-            need = max(times, self.needs(i) - self.rounds(i))
-            if self.needs(i) - self.rounds(i) > self.cfg.max_rounds - self.n:
+            still = self.needs(c) - c.rounds
+            if still > self.cfg.max_rounds - self.n:
                 continue           # the cap leaves it too few rounds to decide
             trial = {a: set(ts) for a, ts in arms.items()}
-            trial.setdefault(c, set()).add(t)
+            trial.setdefault(c.against, set()).add(t)
             trial.setdefault(self.new, set()).add(t)
-            if self.costs.round_s(trial) * need <= left or (first and not chosen):
-                arms, times = trial, need
-                chosen.append(i)
+            if self.costs.round_s(trial) * max(times, still) <= left or (first and not chosen):
+                arms, times = trial, max(times, still)
+                chosen.append(c)
         return chosen
 
     def unstable(self) -> str | None:
         """The first A/A control that moved, described; None if every one held."""
         todo = self.undecided()
-        judges = [i for i in todo if self.judges_gpu(self.comps[i][0])]
+        judges = [c for c in todo if self.judges_gpu(c.row)]
         if todo and not judges and not self.unguarded:
             self.unguarded = True
             self.log("no A/A control from here on: every series still undecided has noise "
                      "borrowed from other series (gemm calibrate them on this runner to guard "
                      "their A/B)")
-        for i in judges:
-            r, c = self.comps[i]
-            kept = self.kept(i)
-            refs, pairs, ks = (x[kept:] for x in self.paired(i))   # rounds measured here
+        for c in judges:
+            refs, pairs, ks = c.refs[c.kept:], c.news[c.kept:], c.ks[c.kept:]   # measured here
             if not refs or any(None in p for p in refs + pairs):
                 continue
             first, last = [a for a, _ in refs], [b for _, b in refs]
-            ok, e = decision.aa_stable(first, last, r.min_effect, self.cfg.alpha, self.family,
-                                       self.prior(r), new_pairs=pairs, k=ks)
+            ok, e = decision.aa_stable(first, last, c.row.min_effect, self.cfg.alpha,
+                                       self.family, self.prior(c.row), new_pairs=pairs, k=ks)
             if not ok:
-                return f"{self.describe(i)}, A/A of {c[:10]}: {e.describe()}"
+                return f"{c.describe()}, A/A of {c.against[:10]}: {e.describe()}"
         return None
 
     def decide_round(self) -> None:
-        for i in self.undecided():
-            c = self.comps[i][1]
-            refs, news, _ = self.paired(i)
-            if len(refs) <= self.kept(i):   # not measured here yet (no room so far)
+        """Decide what this round's values let decide, or mark failed; a row with a DROP
+        against one commit is a DROP: its other comparisons, open or closed, are moot."""
+        for c in self.undecided():
+            if c.rounds <= c.kept:   # not measured here yet (no room so far)
                 continue
-            failed = next((arm for arm, pairs in ((self.new, news), (c, refs))
+            failed = next((arm for arm, pairs in ((self.new, c.news), (c.against, c.refs))
                            if any(None in p for p in pairs)), None)
             if failed is not None:
-                self.failed[i] = (failed == self.new,
-                                  f"{self.who(failed)} failed when measured here")
-                self.upto[i] = len(refs)
-                continue
-            if len(refs) < self.cfg.min_rounds:
-                continue
-            e = self.effect(i)
-            if e.verdict != decision.AMBIGUOUS:
-                self.decided[i] = e
-                self.upto[i] = len(refs)
-        # a row with a DROP against one commit is a DROP: its other comparisons are moot,
-        # those closed at the budget meanwhile too
-        for i in self.undecided() + list(self.closed):
-            r = self.comps[i][0]
-            hit = next((self.comps[j][1] for j, e in self.decided.items()
-                        if self.comps[j][0] is r and e.verdict == decision.DROP), None)
-            if hit:
-                self.closed.pop(i, None)
-                self.moot[i] = f"not needed: the drop against {hit[:10]} decides the row"
-                self.upto.setdefault(i, self.rounds(i))
+                c.state, c.new_failed = State.FAILED, failed == self.new
+                c.why = f"{self.who(failed)} failed when measured here"
+            elif c.rounds >= self.cfg.min_rounds:
+                e = self.effect(c)
+                if e.verdict != decision.AMBIGUOUS:
+                    c.state, c.decided = State.DECIDED, e
+        drops: dict[int, str] = {}
+        for c in self.comps:
+            if c.state is State.DECIDED and c.decided.verdict == decision.DROP:
+                drops.setdefault(id(c.row), c.against)
+        for c in self.comps:
+            if c.state in (State.OPEN, State.CLOSED) and id(c.row) in drops:
+                c.state, c.stop = State.MOOT, None
+                c.why = f"not needed: the drop against {drops[id(c.row)][:10]} decides the row"
 
-    def effect(self, i: int):
-        """Comparison i's effect (ValueError without a complete round or with a failed value)."""
-        r = self.comps[i][0]
-        refs, news, ks = self.paired(i)
+    def effect(self, c: Comparison):
+        """c's effect (ValueError without a complete round or with a failed value)."""
+        r = c.row
         robust = (self.cal.robust_prior(r.kernel, r.size, r.metric)
-                  if self.cal is not None and self.cfg.robust and not self.kept(i) else None)
-        return self.cfg.decide(refs, news, r.min_effect, self.family, self.prior(r), robust, ks)
+                  if self.cal is not None and self.cfg.robust and not c.kept else None)
+        return self.cfg.decide(c.refs, c.news, r.min_effect, self.family, self.prior(r),
+                               robust, c.ks)
 
-    def effect_or_none(self, i: int):
+    def effect_or_none(self, c: Comparison):
         try:
-            return self.effect(i)
+            return self.effect(c)
         except ValueError:
             return None
 
-    def estimate(self, i: int):
-        """Comparison i's decision, else its effect so far (AMBIGUOUS); None without a
-        complete round here or with a failed value."""
-        if i in self.decided:
-            return self.decided[i]
-        refs, news, _ = self.paired(i)
-        if len(refs) <= self.kept(i) or None in [x for p in refs + news for x in p]:
+    def estimate(self, c: Comparison):
+        """c's decision, else its effect so far (AMBIGUOUS); None without a complete round
+        here or with a failed value."""
+        if c.state is State.DECIDED:
+            return c.decided
+        if c.rounds <= c.kept or any(None in p for p in c.refs + c.news):
             return None
-        e = self.effect_or_none(i)
+        e = self.effect_or_none(c)
         return replace(e, verdict=decision.AMBIGUOUS) if e is not None else None
 
     def run(self) -> None:
-        """Rounds until every comparison is decided or closed (then `closed` says why)."""
+        """Rounds until every comparison is decided or closed (each closed one says why)."""
         clock = self.clock or time.monotonic
         t0 = clock()
         while self.n < self.cfg.max_rounds and self.undecided():
             spent = clock() - t0
             chosen = [] if self.overtime else self.choose(self.cfg.budget_s - spent,
-                                                          first=self.total == 0)
+                                                             first=self.total == 0)
             if not chosen:   # no more within the budget: overtime for what is on course
                 self.past_budget()
                 left = self.cfg.budget_s + self.cfg.overtime_s - spent
@@ -331,60 +321,62 @@ class ABRun:
                 self.restarts = 1
                 self.reset()
                 continue
-            if moved:   # what was decided stands; what is left open is not carried
-                self.untrusted.update(self.undecided())
+            if moved:   # what was decided stands; what is left open is not carried (abreport)
                 how = ("the A/A control moved during overtime" if self.overtime
                        else "the GPU was unstable: the A/A control moved twice")
                 return self.end(Stop.UNSTABLE, f"{how} ({moved})")
             self.decide_round()
-        for i in self.undecided():   # the round cap came first
-            if not self.rounds(i):
-                self.close(i, Stop.CAP, "not measured: no room for it in the A/B's rounds (the "
-                                        "most suspicious go first)")
+        for c in self.undecided():   # the round cap came first
+            if not c.rounds:
+                c.close(Stop.CAP, "not measured: no room for it in the A/B's rounds (the "
+                                  "most suspicious go first)", self.total)
         self.end(Stop.CAP, f"still ambiguous after {self.total} rounds")
 
     def end(self, stop: Stop, why: str) -> None:
-        for i in self.undecided():
-            self.close(i, stop, why)
+        """Close every comparison still undecided, for `why`."""
+        for c in self.undecided():
+            c.close(stop, why, self.total)
 
     def past_budget(self) -> None:
         """No round fits the budget: close the undecided but what can reach a DROP (overtime)."""
         total, over = self.total, self.cfg.overtime_s
         budget = f"the A/B time budget ({self.cfg.budget_s:.0f} s)"
-        keep = [i for i in self.undecided() if over > 0 and self.on_course(i)]
-        waiting = [i for i in self.undecided() if not self.rounds(i)]
-        for i in [i for i in self.undecided() if i not in keep]:
-            if i in self.overtime:
+        todo = self.undecided()
+        keep = [c for c in todo if over > 0 and self.on_course(c)]
+        waiting = [c for c in todo if not c.rounds]
+        for c in todo:
+            if c in keep:
+                continue
+            if self.overtime:
                 why = f"no longer on course for a DROP after {total} rounds (overtime)"
-            elif i in waiting:
+            elif c in waiting:
                 why = (f"not measured: out of {budget}; {len(waiting)} comparisons found no "
                        f"room in its {total} rounds (the most suspicious go first)")
             else:
                 why = f"out of {budget} after {total} rounds"
-            self.close(i, Stop.BUDGET, why)
+            c.close(Stop.BUDGET, why, total)
         if waiting:
             self.log(f"{len(waiting)} of {len(self.comps)} comparisons not measured: "
                      f"no room in {budget}")
-        new = [i for i in keep if i not in self.overtime]
-        if new:
+        if keep and not self.overtime:
             self.log(f"out of {budget} after {total} rounds; overtime (up to {over:.0f} s more, "
                      f"within {self.cfg.max_rounds} rounds) for what is on course for a DROP: "
-                     + "; ".join(f"{self.describe(i)} vs {self.comps[i][1][:10]}: "
-                                 f"{self.effect(i).describe()}" for i in new))
-            self.overtime.update(new)
+                     + "; ".join(f"{c.describe()} vs {c.against[:10]}: "
+                                 f"{self.effect(c).describe()}" for c in keep))
+            self.overtime = True
 
-    def on_course(self, i: int) -> bool:
+    def on_course(self, c: Comparison) -> bool:
         """Worth overtime: can reach a DROP by the cap, or, while early(), an estimate past -m."""
-        e = self.effect_or_none(i)
+        e = self.effect_or_none(c)
         if e is None:
             return False
-        if self.early(i, e):
-            return e.estimate < -self.comps[i][0].min_effect / 2
-        return self.reachable(i, e)
+        if self.early(c, e):
+            return e.estimate < -c.row.min_effect / 2
+        return self.reachable(c, e)
 
 
 def carried(values: dict | None) -> tuple[list, list, list]:
-    """Kept rounds (a verdict's effect values) as paired()'s; none unless all are complete."""
+    """Kept rounds (a verdict's effect values) as a Comparison's; none unless all are complete."""
     first, last, new, ks = ((values or {}).get(x) or [] for x in ("first", "last", "new", "k"))
     n = len(first)
     def number(x, kind=(int, float)) -> bool:
