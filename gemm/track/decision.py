@@ -38,6 +38,15 @@ class Noise:
         if not (self.sigma >= 0 and math.isfinite(self.sigma)) or self.dof < 1:
             raise ValueError(f"noise needs sigma >= 0 and dof >= 1, got {self.sigma}, {self.dof}")
 
+    def dof_for(self, own: int) -> int:
+        """The dof the prior adds to data with `own`: its own, a borrowed one only `own`."""
+        return own if self.borrowed else self.dof
+
+    def pool(self, ss: float, dof: int, scale: float = 1.0) -> tuple[float, int]:
+        """(ss, dof) of data with the prior (variance `scale` sigma^2) pooled in."""
+        pdof = self.dof_for(dof)
+        return ss + pdof * scale * self.sigma ** 2, dof + pdof
+
 
 @dataclass(frozen=True)
 class Effect:
@@ -120,13 +129,11 @@ def _t(alpha: float, family: int, dof: int) -> float:
 
 
 def _interval(d: float, ss: float, dof: int, prior: Noise | None, scale: float, se_per_sd: float,
-              alpha: float, family: int, fit: bool = True) -> tuple[float, float, float, int]:
+              alpha: float, family: int) -> tuple[float, float, float, int]:
     """(lo, hi, sd per process, dof): `ss` with `dof` pooled with the prior (variance `scale`
-    sigma^2) unless the spread rejects it (`fit`); the standard error is sd `se_per_sd`."""
-    if prior is not None and (not fit or prior_fits(ss, dof, scale * prior.sigma ** 2)):
-        pdof = dof if prior.borrowed else prior.dof
-        ss += pdof * scale * prior.sigma ** 2
-        dof += pdof
+    sigma^2); the standard error is sd `se_per_sd`."""
+    if prior is not None:
+        ss, dof = prior.pool(ss, dof, scale)
     if dof < 1:
         return -math.inf, math.inf, math.nan, 0
     sd = math.sqrt(ss / dof)
@@ -239,8 +246,7 @@ def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
         return _ss(means) / dof, dof, len(means)
     ss, dof = _ss(xs), len(xs) - 1
     if dof >= 1 and prior_fits(ss, dof, prior.sigma ** 2):
-        pdof = dof if prior.borrowed else prior.dof
-        ss, dof = ss + pdof * prior.sigma ** 2, dof + pdof
+        ss, dof = prior.pool(ss, dof)
     return (ss / dof if dof else math.inf), dof, len(xs)
 
 
@@ -261,8 +267,7 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
     m = sum(diffs) / r
     scale = 2 * (1 + kmax ** 2)
     ss = _ss(diffs)
-    lo, hi, sd, dof = _interval(m, ss, r - 1, prior, scale, 1 / math.sqrt(r), alpha, family,
-                                fit=False)
+    lo, hi, sd, dof = _interval(m, ss, r - 1, prior, scale, 1 / math.sqrt(r), alpha, family)
     if not dof:
         return True, None
     e = Effect(m, lo, hi, sd, dof, r, r, classify(lo, hi, delta / 4))
@@ -316,7 +321,7 @@ def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fa
     (mr, vr, nr, hr), (mn, vn, nn, hn) = _yuen(lr), _yuen(ln)
     lo, hi, sd, dof = _interval(mn - mr, (hr - 1) * vr + (hn - 1) * vn, hr + hn - 2, prior, 1.0,
                                 math.sqrt((nr - 1) / (hr * (hr - 1)) + (nn - 1) / (hn * (hn - 1))),
-                                alpha, family, fit=False)
+                                alpha, family)
     rounds = sum(1 for a, b in zip(ref_rounds, new_rounds) if a and b)
     return Effect(mn - mr, lo, hi, sd, dof, nr, nn, classify(lo, hi, delta / 2, rounds),
                   "trimmed")

@@ -191,7 +191,7 @@ def _changepoints(rows, runs, new_run) -> None:
                         and -r.anchor_change > r.bound))
         if not drifting:
             continue
-        key = Series(r.kernel, r.size, r.metric)
+        key = Series(*r.key)
         pts = [(run.commit, run.points[key].value) for run in upto
                if key in run.points and finite(run.points[key].value)]
         try:
