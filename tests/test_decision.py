@@ -246,8 +246,8 @@ def test_a_borrowed_prior_widens_the_minimum_effect():
     from gemm.track.gate import GateConfig
     own, borrowed = d.Noise(0.003, 68), d.Noise(0.003, 68, borrowed=True)
     cfg = GateConfig()
-    assert cfg.min_effect_at("4096", own) < cfg.min_effect_at("4096", borrowed)
-    assert cfg.min_effect_at("4096", None) == cfg.effect_for("4096") == 0.01
+    assert cfg.effect_for("4096", own) < cfg.effect_for("4096", borrowed)
+    assert cfg.effect_for("4096", None) == cfg.effect_for("4096") == 0.01
 
 
 def test_outcomes_are_one_typed_vocabulary_written_as_before():

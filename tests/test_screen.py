@@ -78,4 +78,4 @@ def test_one_percent_is_the_minimum_effect_where_the_noise_allows_it(recorded):
     slowed = screened(recorded, {k: 0.01 for k in named})
     assert all(slowed[k].verdict == Verdict.CANDIDATE for k in named)
     # a power-bound TFLOPS series says what it can catch: wider than 1 %, never hidden
-    assert GateConfig().min_effect_for("14_bf16_wgmma_tma", "4096", "tflops", recorded[2]) > 0.02
+    assert GateConfig().effect_for("4096", recorded[2].prior("14_bf16_wgmma_tma", "4096", "tflops")) > 0.02

@@ -131,7 +131,7 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = 
     out = {}
     for sh in shares:
         rows = [Row(k, sz, m, 0, None, medians.get((k, sz, m)), None, None, Verdict.CANDIDATE,
-                    min_effect=cfg.min_effect_for(k, sz, m, cal))
+                    min_effect=cfg.effect_for(sz, cal.prior(k, sz, m)))
                 for k in kernels for sz in sizes for m in METRICS]
         procs: list = []      # (restarts, arm, placements) per process, in order
 

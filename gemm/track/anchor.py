@@ -63,7 +63,7 @@ def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
     return "" if related else "is not an ancestor of it"
 
 
-def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALTY) -> list[dict]:
+def changepoints(points: list[tuple[str, float | None]]) -> list[dict]:
     """Where the (commit, value) points stepped, up or down, oldest first (docs/gate.md)."""
     import numpy as np
     import ruptures
@@ -74,7 +74,7 @@ def changepoints(points: list[tuple[str, float | None]], penalty: float = PENALT
     d = np.diff(y)
     sigma = max(1.4826 * float(np.median(np.abs(d - np.median(d)))) / np.sqrt(2), 1e-4)
     algo = ruptures.Pelt(model="l2", min_size=1, jump=1).fit(y.reshape(-1, 1))
-    ends = algo.predict(pen=penalty * sigma ** 2 * np.log(len(y)))
+    ends = algo.predict(pen=PENALTY * sigma ** 2 * np.log(len(y)))
     bounds = list(zip([0] + ends[:-1], ends))
     out = []
     for (a0, b0), (a1, b1) in zip(bounds, bounds[1:]):

@@ -40,8 +40,7 @@ def carry(rows: list[Row], root, machine: str, earlier: list,
     for r in rows:
         if not screened_large(r):
             continue
-        r.carried = unresolved_before(root, machine, earlier, (r.kernel, r.size, r.metric),
-                                      anchor)
+        r.carried = unresolved_before(root, machine, earlier, r.key, anchor)
         if r.carried:
             r.verdict = Verdict.CANDIDATE
             r.add_note(f"UNRESOLVED at {len(r.carried)} commit(s) before "
@@ -57,7 +56,7 @@ def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
         if not r.carried or not r.anchor:
             continue
         older = r.carried[0]
-        kept = verdicts.load(root, machine, older).get((r.kernel, r.size, r.metric)) or {}
+        kept = verdicts.load(root, machine, older).get(r.key) or {}
         # only rounds the A/A control let stand ("carry"; files from before it said so: none)
         got = next((e.get("values") for e in kept.get("effects") or []
                     if e.get("against") == r.anchor and e.get("values")
@@ -95,7 +94,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     comparisons = [(r, c) for r in cands for c in _to_measure(r)]
     for r in cands:
         if not ok:
-            _use_kept(r, (kept or {}).get((r.kernel, r.size, r.metric)), why)
+            _use_kept(r, (kept or {}).get(r.key), why)
         elif not candidates_against(r):
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
     if ok and comparisons:
@@ -113,8 +112,10 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             log(f"regress: the A/B against {', '.join(c[:10] for c in refs)} broke off: {exc}")
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
         abreport.finish(ab, machine, clocks)
-    for r in cands:
-        _add_identical(r)
+    for r in cands:     # say which comparisons needed no A/B
+        if r.identical:
+            r.against = list(dict.fromkeys([*r.against, *r.identical]))
+            r.add_note(_identical_note(r))
     return cands if ok else []
 
 
@@ -127,13 +128,6 @@ def _identical_note(r: Row) -> str:
     return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git: no "
             f"change to {', '.join(abtest.HARNESS)} or {r.kernel}'s build in kernels/), so no "
             "A/B: the machine, not the code")
-
-
-def _add_identical(r: Row) -> None:
-    """Say which comparisons needed no A/B."""
-    if r.identical:
-        r.against = list(dict.fromkeys([*r.against, *r.identical]))
-        r.add_note(_identical_note(r))
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:

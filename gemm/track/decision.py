@@ -17,12 +17,20 @@ class Outcome(StrEnum):
     AMBIGUOUS = "AMBIGUOUS"
 
 
+class Rule(StrEnum):
+    """Which rule made an Effect (a str, as kept files hold it)."""
+    MEAN = "mean"          # effect_rounds
+    TRIMMED = "trimmed"    # effect_trimmed
+    WELCH = "welch"        # effect_rounds where the rounds reject the prior (_welch)
+
+
 DROP, SAME, FASTER, NOT_SLOWER, AMBIGUOUS = Outcome
 PASSING = (SAME, FASTER, NOT_SLOWER)
 DROP_MIN_ROUNDS = 2   # a DROP needs two rounds: one round's processes can share a GPU's step
 PRIOR_FIT = 0.001     # the rounds' spread must not reject the prior at this level
 POWER = 0.9           # detectable: the chance a drop of the minimum effect is called a DROP
 NOMINAL_COMPARISONS = 10   # detectable: the comparisons of a typical A/B (its family)
+ROUNDS_CAP = 50       # rounds_needed counts no further
 TRIM = 0.2          # the robust rule: Yuen's trimmed means, a fifth cut at each end of an arm
 TAIL_RATIO = 1.25   # heavy-tailed: calibrated sd over this times a value's trimmed-mean share
 
@@ -38,6 +46,15 @@ class Noise:
         if not (self.sigma >= 0 and math.isfinite(self.sigma)) or self.dof < 1:
             raise ValueError(f"noise needs sigma >= 0 and dof >= 1, got {self.sigma}, {self.dof}")
 
+    def dof_for(self, own: int) -> int:
+        """The dof the prior adds to data with `own`: its own, a borrowed one only `own`."""
+        return own if self.borrowed else self.dof
+
+    def pool(self, ss: float, dof: int, scale: float = 1.0) -> tuple[float, int]:
+        """(ss, dof) of data with the prior (variance `scale` sigma^2) pooled in."""
+        pdof = self.dof_for(dof)
+        return ss + pdof * scale * self.sigma ** 2, dof + pdof
+
 
 @dataclass(frozen=True)
 class Effect:
@@ -49,7 +66,7 @@ class Effect:
     n_ref: int
     n_new: int
     verdict: Outcome
-    rule: str = "mean"  # or "trimmed" (effect_trimmed), "welch" (a prior the rounds reject)
+    rule: Rule = Rule.MEAN
 
     @property
     def change(self) -> float:
@@ -120,13 +137,11 @@ def _t(alpha: float, family: int, dof: int) -> float:
 
 
 def _interval(d: float, ss: float, dof: int, prior: Noise | None, scale: float, se_per_sd: float,
-              alpha: float, family: int, fit: bool = True) -> tuple[float, float, float, int]:
+              alpha: float, family: int) -> tuple[float, float, float, int]:
     """(lo, hi, sd per process, dof): `ss` with `dof` pooled with the prior (variance `scale`
-    sigma^2) unless the spread rejects it (`fit`); the standard error is sd `se_per_sd`."""
-    if prior is not None and (not fit or prior_fits(ss, dof, scale * prior.sigma ** 2)):
-        pdof = dof if prior.borrowed else prior.dof
-        ss += pdof * scale * prior.sigma ** 2
-        dof += pdof
+    sigma^2); the standard error is sd `se_per_sd`."""
+    if prior is not None:
+        ss, dof = prior.pool(ss, dof, scale)
     if dof < 1:
         return -math.inf, math.inf, math.nan, 0
     sd = math.sqrt(ss / dof)
@@ -142,33 +157,33 @@ def prior_fits(ss: float, dof: int, var: float, level: float = PRIOR_FIT) -> boo
     return float(st.chi2.sf(ss / var, dof)) >= level
 
 
-def _power_half(sigma: float, rounds: int, dof: int, alpha: float, family: int,
-                power: float) -> float:
-    """Half the drop that `rounds` rounds of the mean rule, with `dof`, call a DROP with `power`."""
+def _power_half(sigma: float, rounds: int, dof: int, alpha: float, family: int) -> float:
+    """Half the drop that `rounds` rounds of the mean rule, with `dof`, call a DROP with POWER."""
     from scipy import stats as st
-    return (_t(alpha, family, dof) + float(st.norm.ppf(power))) * sigma / math.sqrt(rounds)
+    return (_t(alpha, family, dof) + float(st.norm.ppf(POWER))) * sigma / math.sqrt(rounds)
 
 
-def detectable(sigma: float, dof: int, alpha: float, rounds: int,
-               comparisons: int = NOMINAL_COMPARISONS, power: float = POWER) -> float:
-    """The minimum effect the noise allows at `rounds` rounds, rounded up to 0.1 %."""
+def detectable(sigma: float, dof: int, alpha: float, rounds: int) -> float:
+    """The minimum effect the noise allows at `rounds` rounds (a family of NOMINAL_COMPARISONS),
+    rounded up to 0.1 %."""
     dof = rounds - 1 + max(dof, 0)
     if dof < 1:
         return math.inf
-    half = _power_half(sigma, rounds, dof, alpha, family_size(comparisons, 1, rounds), power)
+    half = _power_half(sigma, rounds, dof, alpha, family_size(NOMINAL_COMPARISONS, 1, rounds))
     return math.ceil(1000 * 2 * half - 1e-9) / 1000
 
 
 def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
-                  power: float = POWER, prior_dof: int = 0, cap: int = 50) -> int:
-    """Rounds for a drop of delta to be called a DROP with `power` (`gemm calibrate` prints it)."""
+                  prior_dof: int = 0) -> int:
+    """Rounds for a drop of delta to be called a DROP with POWER, at most ROUNDS_CAP (`gemm
+    calibrate` prints it)."""
     if sigma <= 0:
         return 1
-    for rounds in range(DROP_MIN_ROUNDS, cap + 1):
+    for rounds in range(DROP_MIN_ROUNDS, ROUNDS_CAP + 1):
         dof = rounds - 1 + prior_dof
-        if dof >= 1 and _power_half(sigma, rounds, dof, alpha, family, power) <= delta / 2:
+        if dof >= 1 and _power_half(sigma, rounds, dof, alpha, family) <= delta / 2:
             return rounds
-    return cap
+    return ROUNDS_CAP
 
 
 def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
@@ -212,12 +227,12 @@ def _welch(d: float, rounds, delta: float, alpha: float, family: int, prior: Noi
     se2 = sum(parts)
     n_ref, n_new = (sum(len(r[i]) for r in rounds) for i in (0, 1))
     if not (math.isfinite(se2) and se2 > 0):
-        return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS, "welch")
+        return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS, Rule.WELCH)
     dof = se2 ** 2 / sum(p ** 2 / a[1] for p, a in zip(parts, arms))
     half = _t(alpha, family, dof) * math.sqrt(se2)
     sd = math.sqrt(se2 / (1 / n_ref + 1 / n_new))
     return Effect(d, d - half, d + half, sd, int(dof), n_ref, n_new,
-                  classify(d - half, d + half, delta / 2, len(rounds)), "welch")
+                  classify(d - half, d + half, delta / 2, len(rounds)), Rule.WELCH)
 
 
 def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
@@ -239,8 +254,7 @@ def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
         return _ss(means) / dof, dof, len(means)
     ss, dof = _ss(xs), len(xs) - 1
     if dof >= 1 and prior_fits(ss, dof, prior.sigma ** 2):
-        pdof = dof if prior.borrowed else prior.dof
-        ss, dof = ss + pdof * prior.sigma ** 2, dof + pdof
+        ss, dof = prior.pool(ss, dof)
     return (ss / dof if dof else math.inf), dof, len(xs)
 
 
@@ -261,8 +275,7 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
     m = sum(diffs) / r
     scale = 2 * (1 + kmax ** 2)
     ss = _ss(diffs)
-    lo, hi, sd, dof = _interval(m, ss, r - 1, prior, scale, 1 / math.sqrt(r), alpha, family,
-                                fit=False)
+    lo, hi, sd, dof = _interval(m, ss, r - 1, prior, scale, 1 / math.sqrt(r), alpha, family)
     if not dof:
         return True, None
     e = Effect(m, lo, hi, sd, dof, r, r, classify(lo, hi, delta / 4))
@@ -316,7 +329,7 @@ def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fa
     (mr, vr, nr, hr), (mn, vn, nn, hn) = _yuen(lr), _yuen(ln)
     lo, hi, sd, dof = _interval(mn - mr, (hr - 1) * vr + (hn - 1) * vn, hr + hn - 2, prior, 1.0,
                                 math.sqrt((nr - 1) / (hr * (hr - 1)) + (nn - 1) / (hn * (hn - 1))),
-                                alpha, family, fit=False)
+                                alpha, family)
     rounds = sum(1 for a, b in zip(ref_rounds, new_rounds) if a and b)
     return Effect(mn - mr, lo, hi, sd, dof, nr, nn, classify(lo, hi, delta / 2, rounds),
-                  "trimmed")
+                  Rule.TRIMMED)

@@ -8,6 +8,7 @@ from enum import StrEnum
 from ..core import metrics, stats
 from ..core.problem import Problem, SizeClass
 from ..store.history import HistoryError, finite
+from . import decision
 
 
 class Verdict(StrEnum):
@@ -48,14 +49,12 @@ class GateConfig:
                ks=None):
         """The robust rule where on and the series has a robust prior, else the mean rule
         (`ks`: each round's steps between the reference's two processes, R N N R: 3)."""
-        from . import decision
         e = decision.effect_trimmed(ref_rounds, new_rounds, delta, self.alpha, family,
                                     robust_prior) if self.robust else None
         return e or decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family,
                                            prior, ks)
 
     def validate(self) -> None:
-        from .decision import DROP_MIN_ROUNDS
         if self.window < 1:
             raise ValueError("window >= 1")
         names = set(SizeClass)
@@ -64,8 +63,9 @@ class GateConfig:
                              f"({', '.join(sorted(names))}), got {self.min_effect}")
         if not 0 < self.alpha < 1 or not 1 <= self.min_rounds <= self.max_rounds:
             raise ValueError("0 < alpha < 1 and 1 <= min_rounds <= max_rounds")
-        if self.max_rounds < DROP_MIN_ROUNDS:
-            raise ValueError(f"max_rounds >= {DROP_MIN_ROUNDS}: no DROP rests on fewer rounds")
+        if self.max_rounds < decision.DROP_MIN_ROUNDS:
+            raise ValueError(f"max_rounds >= {decision.DROP_MIN_ROUNDS}: no DROP rests on fewer "
+                             "rounds")
         if self.budget_s <= 0:
             raise ValueError("the A/B time budget must be positive")
         if self.overtime_s < 0:
@@ -73,22 +73,14 @@ class GateConfig:
         if self.carry_commits < 1:
             raise ValueError("carry_commits >= 1")
 
-    def effect_for(self, size: str) -> float:
-        """The size class's floor of the minimum effect."""
-        return self.min_effect[Problem.parse(size).size_class]
-
-    def min_effect_for(self, kernel: str, size: str, metric: str, cal=None) -> float:
-        """The series' minimum effect under the calibration `cal` (None: the floor)."""
-        return self.min_effect_at(size, cal.prior(kernel, size, metric) if cal else None)
-
-    def min_effect_at(self, size: str, prior) -> float:
-        """The floor, or wider where the noise `prior` cannot decide it within max_rounds."""
-        from . import decision
-        floor = self.effect_for(size)
+    def effect_for(self, size: str, prior: decision.Noise | None = None) -> float:
+        """The series' minimum effect: its size class's floor, or wider where the noise `prior`
+        cannot decide that within max_rounds (a borrowed prior: with the run's own dof)."""
+        floor = self.min_effect[Problem.parse(size).size_class]
         if prior is None:
             return floor
-        dof = self.max_rounds - 1 if prior.borrowed else prior.dof   # borrowed: the run's own
-        return max(floor, decision.detectable(prior.sigma, dof, self.alpha, self.max_rounds))
+        return max(floor, decision.detectable(prior.sigma, prior.dof_for(self.max_rounds - 1),
+                                              self.alpha, self.max_rounds))
 
 
 @dataclass(frozen=True)
@@ -139,6 +131,11 @@ class Row:
     carried_rounds: dict = field(default_factory=dict)  # against -> rounds kept there
     identical: list = field(default_factory=list)  # flagged against, same code: no A/B
     code_changed: bool = False         # large, its kernel's code or build changed
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """(kernel, size, metric): the series as kept verdicts and the calibration name it."""
+        return self.kernel, self.size, self.metric
 
     @property
     def label(self) -> str:
@@ -207,7 +204,7 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
                 rows.append(Row(key.target, key.size, key.metric, n_hist, None, None, None,
                                 None, Verdict.MISSING, "in the history, not measured in this run"))
             continue  # else: no longer part of the suite (kernel or size removed)
-        effect = cfg.min_effect_for(key.target, key.size, key.metric, cal)
+        effect = cfg.effect_for(key.size, cal.prior(key.target, key.size, key.metric) if cal else None)
         screen = effect / 2
         verdict, centre, change = judge([p for _, p in pairs], new, screen)
         ref, ref_value = valued[-1] if centre is not None else (None, None)   # the A/B's
