@@ -110,7 +110,7 @@ def run(args) -> int:
 def _print_noise(doc: dict) -> None:
     """The A/A noise table of a calibration document (gemm calibrate, gemm show)."""
     from ..calibrate.runner import tail_of
-    from ..track.decision import family_size, rounds_needed
+    from ..track.decision import POWER, family_size, rounds_needed
     from ..track.gate import GateConfig as G
     from .tables import table
     g = G()
@@ -126,8 +126,8 @@ def _print_noise(doc: dict) -> None:
     print(f"\nA/A noise on {doc.get('gpu_name')} ({where}): sd of one process's value.\n"
           f"robust sd: 1.4826 MAD; tail: processes beyond 4 robust sds (an sd well above the "
           f"robust sd means a few processes ran apart).\n"
-          f"rounds: A B B A rounds for the gate to call its minimum effect a DROP with 99 % "
-          f"power (20 comparisons; the gate stops at {g.max_rounds}).")
+          f"rounds: A B B A rounds for the gate to call its minimum effect a DROP with "
+          f"{100 * POWER:.0f} % power (20 comparisons; the gate stops at {g.max_rounds}).")
     try:
         import scipy  # noqa: F401  (rounds_needed's t quantiles; the track extra)
         rounds = lambda r: rounds_needed(r["sigma"], g.effect_for(r["size"]), g.alpha, fam,  # noqa: E731
