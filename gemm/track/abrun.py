@@ -28,7 +28,8 @@ class Stop(StrEnum):
 
 
 class State(StrEnum):
-    """Where a comparison stands; only an OPEN one is measured, decided or closed."""
+    """Where a comparison stands; only an OPEN one is measured, decided or closed (an OPEN
+    or CLOSED one becomes MOOT when its row is a DROP against another commit)."""
     OPEN = "open"
     DECIDED = "decided"     # its effect's verdict is not AMBIGUOUS
     FAILED = "failed"       # an arm's code failed when measured here
