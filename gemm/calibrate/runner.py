@@ -160,7 +160,7 @@ def _detection(ab: ABRun, c: Comparison, procs: list, cal) -> dict:
     if r.metric == "tflops" and sets[REFERENCE]:
         values["placements"] = {"ref": sets[REFERENCE][:len(values["ref"])],
                                 "new": sets[ab.new][:len(values["new"])]}
-    e, p = ab.estimate(c), cal.prior(r.kernel, r.size, r.metric)
+    e, p = ab.estimate(c), cal.prior(*c.key)
     failed = c.state is State.FAILED
     return {"kernel": r.kernel, "size": r.size, "metric": r.metric,
             "stopped": c.stop, "overtime": c.measured_overtime,

@@ -61,7 +61,7 @@ class Comparison:
 
     @property
     def key(self) -> tuple:
-        return self.row.kernel, self.row.size, self.row.metric
+        return self.row.key
 
     @property
     def rounds(self) -> int:
@@ -113,11 +113,11 @@ class ABRun:
         self.new_values: dict = {}        # key -> every value of the new code, in order
 
     def prior(self, r: Row):
-        return self.cal.prior(r.kernel, r.size, r.metric) if self.cal is not None else None
+        return self.cal.prior(*r.key) if self.cal is not None else None
 
     def judges_gpu(self, r: Row) -> bool:
         """Only a series with its own noise (or no calibration at all) judges the GPU."""
-        return self.cal is None or not self.cal.borrowed(r.kernel, r.size, r.metric)
+        return self.cal is None or not self.cal.borrowed(*r.key)
 
     def who(self, arm: str) -> str:
         return "the new code" if arm == self.new else f"the reference {arm[:10]}"
@@ -274,7 +274,7 @@ class ABRun:
     def effect(self, c: Comparison):
         """c's effect (ValueError without a complete round or with a failed value)."""
         r = c.row
-        robust = (self.cal.robust_prior(r.kernel, r.size, r.metric)
+        robust = (self.cal.robust_prior(*r.key)
                   if self.cal is not None and self.cfg.robust and not c.kept else None)
         return self.cfg.decide(c.refs, c.news, r.min_effect, self.family, self.prior(r),
                                robust, c.ks)

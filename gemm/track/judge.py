@@ -2,7 +2,6 @@
 bad input raises BadRequest before any GPU work. docs/gate.md."""
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
@@ -147,12 +146,11 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
 
 def code_changed(rows: list[Row], repo, judged: str) -> int:
     """Make each large series of a kernel changed since its reference a candidate; how many."""
-    kernel_changed = functools.cache(functools.partial(abtest.kernel_changed, repo))
     n = 0
     for r in rows:
         if not screened_large(r) or not r.reference:
             continue
-        r.code_changed = kernel_changed(r.reference, judged, r.kernel)
+        r.code_changed = abtest.kernel_changed(repo, r.reference, judged, r.kernel)
         if r.code_changed and r.verdict != Verdict.CANDIDATE:
             r.verdict = Verdict.CANDIDATE
             r.add_note(f"its kernel's code or build changed since {r.reference[:10]}: measured")
