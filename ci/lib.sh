@@ -15,6 +15,13 @@ machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine 
   if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
 }
 SANITIZE_PASSES="memcheck racecheck synccheck"   # ci/memcheck.sh's passes, in order
+last_recorded() {  # the newest ancestor of HEAD (HEAD excluded) with a run recorded here
+  local m sha; m=$(machine)
+  for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
+    if ls "$RESULTS/$m/${sha:0:8}"-*.json >/dev/null 2>&1; then echo "$sha"; return 0; fi
+  done
+  return 1
+}
 last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed every pass here
   # (its marker names them: one from before racecheck and synccheck, memcheck alone, does not count)
   local m sha; m=$(machine)

@@ -30,11 +30,14 @@ stage setup bash ci/setup.sh || finish --stage gate=skipped --stage record=skipp
 nvidia-smi ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv > "$OUT/gpu.csv" 2>&1 || true
 stage gate bash ci/gate.sh
-# The gate's A/B (gemm regress --budget) gets what the job's deadline leaves it: JOB_DEADLINE_S
-# (default 360, the per-commit job's 6 minutes) less the time so far, the A/B's overtime for a
+# The gate's A/B (gemm regress --budget): a commit that changes measured code (abtest.MEASURED_BY:
+# kernels, baselines, the harness) since the newest recorded ancestor gets gemm regress's own
+# budget (180 s, and its overtime): measuring that change is what the job is for, and the memory
+# check runs then too. Otherwise (the 6-minute job of unchanged code) it gets what the job's
+# deadline leaves: JOB_DEADLINE_S (default 360) less the time so far, the A/B's overtime for a
 # drop on course (60 s) and 40 s for the rest of regress (worktrees, history) and publish; at
-# most gemm regress's own 180 s, at least 30 s (so a record that ends late can pass the
-# deadline). Its rounds are planned to fit (gemm.track.plan). A --budget in REGRESS_ARGS wins.
+# most 180 s, at least 30 s (so a record that ends late can pass the deadline). Its rounds are
+# planned to fit (gemm.track.plan). A --budget in REGRESS_ARGS wins.
 # The memory check, when it runs (kernel or launch code changed), comes on top (memcheck about
 # 4 minutes; racecheck and synccheck about 40 s more on the H200: docs/ci.md).
 if stage record bash ci/record.sh; then
@@ -43,10 +46,16 @@ if stage record bash ci/record.sh; then
     echo "   readme: the results table was not rewritten (log: $OUT/readme.log)"; }
   case " ${REGRESS_ARGS:-} " in
     *" --budget"*) budget_args=(); echo "   regress: A/B budget from REGRESS_ARGS" ;;
-    *) left=$(( ${JOB_DEADLINE_S:-360} - SECONDS - 60 - 40 ))
-       budget=$(( left > 180 ? 180 : left < 30 ? 30 : left ))
-       budget_args=(--budget "$budget")
-       echo "   regress: A/B budget ${budget} s (job deadline ${JOB_DEADLINE_S:-360} s, ${SECONDS} s spent)" ;;
+    *) measured=$(python3 -c 'from gemm.track import abtest; print(" ".join(abtest.MEASURED_BY))')
+       if prev=$(last_recorded) && git diff --quiet "$prev" HEAD -- $measured; then
+         left=$(( ${JOB_DEADLINE_S:-360} - SECONDS - 60 - 40 ))
+         budget=$(( left > 180 ? 180 : left < 30 ? 30 : left ))
+         budget_args=(--budget "$budget")
+         echo "   regress: A/B budget ${budget} s (measured code as at ${prev:0:10}; job deadline ${JOB_DEADLINE_S:-360} s, ${SECONDS} s spent)"
+       else
+         budget_args=()
+         echo "   regress: A/B budget gemm regress's own: measured code changed (since ${prev:0:10}; none: no recorded ancestor)"
+       fi ;;
   esac
   stage regress bash ci/regress.sh --all "${budget_args[@]}"
   # why each confirmed DROP dropped (both builds, and the GPU's part where ncu answers), attached

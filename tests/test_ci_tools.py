@@ -322,6 +322,40 @@ def test_per_commit_summarises_whatever_failed():
     assert "exit 1" not in text
 
 
+
+def test_last_recorded_is_the_newest_ancestor_with_a_run(tmp_path):
+    """ci/lib.sh's last_recorded (per-commit.sh's A/B budget rule asks whether the measured code
+    changed since it): HEAD's own run and runs of other branches do not count."""
+    repo = tmp_path / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    shas = []
+    for i in range(3):
+        (repo / "f").write_text(str(i))
+        subprocess.run([*git, "add", "f"], check=True)
+        subprocess.run([*git, "commit", "-qm", str(i)], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    runs = repo / "results" / "h200"
+    runs.mkdir(parents=True)
+    (repo / "ci").mkdir()
+    shutil.copy(ROOT / "ci" / "lib.sh", repo / "ci")     # it works in its own checkout
+
+    def last() -> str:
+        out = subprocess.run(["bash", "-c", "source ci/lib.sh >/dev/null; "
+                              "last_recorded"], cwd=repo, capture_output=True, text=True,
+                             env={**os.environ, "MACHINE": "h200", "RESULTS": "results"})
+        return out.stdout.strip() if out.returncode == 0 else "none"
+
+    assert last() == "none"
+    (runs / f"{shas[2][:8]}-x.json").write_text("{}")     # HEAD's own
+    assert last() == "none"
+    (runs / f"{shas[0][:8]}-x.json").write_text("{}")
+    assert last() == shas[0]
+    (runs / f"{shas[1][:8]}-x.json").write_text("{}")
+    assert last() == shas[1]
+
+
 # --- the GPU workflow -------------------------------------------------------------------------
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
