@@ -5,7 +5,8 @@
 # (gemm bench of each slowed kernel against its _nospin twin, the parent's code, in one process)
 # before the trials and after them. The throwaway's run is recorded into a scratch copy of the
 # history (the runs recorded in earlier sessions, on other GPUs); then up to TRIALS (default 5) runs of gemm
-# regress on it at SIZES (each a fresh A/B against the newest recorded commit, no anchor),
+# regress on it at SIZES (each a fresh A/B against the newest recorded commit, no anchor; BUDGET
+# and OVERTIME its seconds, default 150 and 30),
 # while under DEADLINE_S. KSTEP=1: the wait in every K step of 05 and 07 instead (tailspin.py
 # --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07). WORK=1:
 # more FFMAs in every K step of 05 and 07 (tailspin.py --work), 09's and 14's tail waits (KS: default those
@@ -89,8 +90,8 @@ for t in $(seq 1 "${TRIALS:-5}"); do
   if [ -f "$state/trial$t.json" ]; then last=$t; continue; fi
   if [ $((SECONDS - t0)) -ge "${DEADLINE_S:-400}" ]; then echo "trial $t: not run (deadline)"; continue; fi
   python3 -m gemm regress --repo . --results "$h/results" --verdicts "$h/verdicts" --machine h200 \
-    --commit "$spin" --kernels $KS --sizes $SIZES --no-anchor --budget "${BUDGET:-150}" \
-    --overtime 30 --json "$d/trial$t.json" > "$d/trial$t.log" 2>&1
+    --commit "$spin" --kernels $KS --sizes $SIZES --no-anchor --budget "${BUDGET:-150}" --overtime "${OVERTIME:-30}" \
+    --json "$d/trial$t.json" > "$d/trial$t.log" 2>&1
   echo "trial $t: gate exit $? ($((SECONDS - t0)) s)"
   cp "$d/trial$t.json" "$d/trial$t.log" "$state/" 2>/dev/null; last=$t
   python3 - "$d/trial$t.json" <<'PY'
