@@ -1,0 +1,67 @@
+"""Issue 24's false-alarm ledger (CPU only, git, results/ and verdicts/): every recorded commit
+whose gate kept a whole judgement (a verdict summary), with its GPU, whether its measured code
+(abtest.MEASURED_BY) changed since the recorded commit before it, its verdict counts and how
+many of its candidates of the large class (2048 and up) ended UNRESOLVED. The per-commit job's wall time is not
+recorded in results/; docs/evidence.md has it per run.
+
+    PYTHONPATH=. python3 ci/probes/unchanged_runs.py [results/h200] [verdicts] [--since SHA]
+"""
+import json
+import sys
+from pathlib import Path
+
+from gemm.core import git
+from gemm.core.problem import Problem, SizeClass
+from gemm.store import verdicts
+from gemm.store.history import load_runs
+from gemm.track import abtest
+
+
+def large(size: str) -> bool:
+    return Problem.parse(size).size_class == SizeClass.LARGE
+
+
+def main(root: str = "results/h200", kept: str = "verdicts", since: str | None = None) -> None:
+    machine = Path(root).name
+    runs, _ = load_runs(Path(root).parent, machine)
+    shas = list(dict.fromkeys(r.commit for r in runs))
+    gpu = {r.commit: (json.loads(r.path.read_text()).get("gemm_host") or {})
+           .get("gpu_uuid", "?")[:12] for r in runs}
+    summaries = {d["commit"]: d["summary"] for d in verdicts.load_all(kept, machine)
+                 if d.get("summary")}
+    if since:
+        full = git.run(".", "rev-parse", since).strip()
+        shas = shas[shas.index(full):] if full in shas else shas
+    print("| commit | GPU | measured code | ok | noise | improved | UNRESOLVED | DROP | "
+          "candidates >= 2048 | of them UNRESOLVED | exit |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    unchanged = []
+    for prev, sha in zip([None] + shas, shas):
+        summary = summaries.get(sha)
+        if summary is None:
+            continue
+        same = prev is not None and git.returncode(
+            ".", "diff", "--quiet", prev, sha, "--", *abtest.MEASURED_BY) == 0
+        counts = summary.get("counts") or {}
+        rows = [r for r in summary.get("rows") or [] if large(r["size"])]
+        cands = [r for r in rows if r.get("verdict") in ("noise", "UNRESOLVED", "DROP")]
+        open_ = [r for r in cands if r["verdict"] == "UNRESOLVED"]
+        print(f"| {sha[:10]} | {gpu.get(sha)} | {'same' if same else 'changed'} | "
+              + " | ".join(str(counts.get(v, 0)) for v in ("ok", "noise", "improved",
+                                                           "UNRESOLVED", "DROP"))
+              + f" | {len(cands)} | {len(open_)} | {summary.get('exit')} |")
+        if same:
+            unchanged.append((sha, gpu.get(sha), counts.get("DROP", 0), len(cands), len(open_)))
+    gpus = {g for _, g, *_ in unchanged}
+    drops = sum(d for _, _, d, _, _ in unchanged)
+    cands = sum(c for *_, c, _ in unchanged)
+    open_ = sum(o for *_, o in unchanged)
+    print(f"\n{len(unchanged)} runs of unchanged measured code on {len(gpus)} GPUs: {drops} DROP; "
+          f"{open_} of {cands} candidates at >= 2048 UNRESOLVED"
+          + (f" ({100 * open_ / cands:.1f} %)" if cands else ""))
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--since")]
+    since = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--since=")), None)
+    main(*args, since=since)
