@@ -87,7 +87,7 @@ def _seconds(v) -> float:
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     """Add a process's seconds to `walls`: per asked-for target its records' open, check and
     time seconds, the rest (start-up) under None."""
-    spent, per = 0.0, {}
+    spent = 0.0
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
         if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
             continue
@@ -95,10 +95,8 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
         if key[1] not in series.get(key[0], ()):
             continue
         s = sum(_seconds(r["wall"].get(k)) for k in ("open_s", "check_s", "time_s"))
-        per[key] = per.get(key, 0.0) + s
-        spent += s
-    for key, s in per.items():
         walls[key] = walls.get(key, 0.0) + s
+        spent += s
     walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
 
 
@@ -127,14 +125,13 @@ def clocks_of(doc: dict) -> dict:
     return out
 
 
-def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
-            env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None, walls: dict | None = None,
+def measure(tree: Path, series: dict[str, list[str]], env: dict | None = None,
+            device: dict | None = None, sets: dict | None = None, walls: dict | None = None,
             clocks: dict | None = None) -> dict:
     """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
-    in `tree`, in one `gemm measure --task` process. `env`: extra variables (fault injection);
-    `device` / `sets` / `walls` / `clocks`, if given, get the GPU, `placements`, `_walls` and
-    each function's median SM clock per process (`clocks_of`)."""
+    in `tree`, in one `gemm measure --task` process of TIMEOUT_S at most. `env`: extra
+    variables (fault injection); `device` / `sets` / `walls` / `clocks`, if given, get the
+    GPU, `placements`, `_walls` and each function's median SM clock per process (`clocks_of`)."""
     tree = Path(tree).resolve()
     pairs = [x for kernel, sizes in series.items() for size in sizes
              for x in ("--task", f"{kernel}@{size}")]
@@ -143,7 +140,7 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
         path = Path(tmp) / "measure.json"
         t0 = time.monotonic()
         out = _run(tree, ["-m", "gemm", "measure", *pairs, "--policy", "confirm",
-                          "--json", str(path)], timeout, env)
+                          "--json", str(path)], TIMEOUT_S, env)
         took = time.monotonic() - t0
         try:
             doc = json.loads(path.read_text())
