@@ -389,10 +389,4 @@ def carried(values: dict | None) -> tuple[list, list, list]:
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:
-    """{kernel: [sizes]} the rows measure, in order, each size once."""
-    out: dict[str, list[str]] = {}
-    for r in rows:
-        sizes = out.setdefault(r.kernel, [])
-        if r.size not in sizes:
-            sizes.append(r.size)
-    return out
+    return abtest.series_of((r.kernel, r.size) for r in rows)

@@ -100,6 +100,16 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
 
 
+def series_of(pairs) -> dict[str, list[str]]:
+    """{kernel: [sizes]} of (kernel, size) pairs, in order, each size once."""
+    out: dict[str, list[str]] = {}
+    for kernel, size in pairs:
+        sizes = out.setdefault(kernel, [])
+        if size not in sizes:
+            sizes.append(size)
+    return out
+
+
 def placements(doc: dict) -> dict:
     """{(kernel, size): [the kernel's median s per operand placement]} from the records."""
     out = {}
