@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from gemm.cli import main as cli_main
+from gemm.core import codeid
 from gemm.track import abtest
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import commit_fixed, commit_package, git, new_repo
@@ -226,11 +227,11 @@ def test_an_arm_is_one_process_of_task_pairs_under_confirm(tmp_path, monkeypatch
 
 def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, capsys,
                                                                     monkeypatch):
-    # three commits after the first change nothing the measurement runs (abtest.MEASURED_BY):
+    # three commits after the first change nothing the measurement runs (codeid.MEASURED_BY):
     # the screen flags the newest (29.0 here against 30 in the history), the A/B would be an A/A
     shas = [commit_fixed(stub_repo, 29.0, "c0")]
     shas += [commit_package(stub_repo, f"docs {i}") for i in range(3)]
-    assert abtest.same_code(stub_repo, shas[2], shas[3], "05_2d")
+    assert codeid.same_code(stub_repo, shas[2], shas[3], "05_2d")
     res = history_for(stub_repo, [(shas[0], 30.0), (shas[1], 30.1), (shas[2], 29.9),
                                   (shas[3], 29.0)])
     monkeypatch.setattr("gemm.track.confirm.gpu_present",
@@ -241,7 +242,7 @@ def test_the_same_measured_code_needs_no_ab_with_or_without_a_gpu(stub_repo, cap
     assert "A/B round" not in captured.err
     # a change to the measured code is measured again
     shas.append(commit_fixed(stub_repo, 29.0, "c4"))
-    assert not abtest.same_code(stub_repo, shas[3], shas[4], "05_2d")
+    assert not codeid.same_code(stub_repo, shas[3], shas[4], "05_2d")
 
 
 def test_a_search_space_or_tuned_without_a_table_entry_is_no_build_change(tmp_path):
@@ -249,7 +250,7 @@ def test_a_search_space_or_tuned_without_a_table_entry_is_no_build_change(tmp_pa
     builds the kernel: adding `tune` and `tuned = true` to an entry that no tuned table has
     yet changes nothing it runs (13 and 14, issue 27); a table entry for it does, a search
     log beside the tables does not, nor does another kernel's entry."""
-    from gemm.track.abtest import kernel_changed
+    from gemm.core.codeid import kernel_changed
     repo = new_repo(tmp_path / "r")
     (repo / "kernels" / "tuned").mkdir(parents=True)
     (repo / "gemm" / "cuda").mkdir(parents=True)
@@ -307,18 +308,18 @@ def test_another_kernels_change_leaves_a_kernel_the_same_code(tmp_path):
         return git(repo, "rev-parse", "HEAD")
     base = commit("kernels/a.cu", '#include "shared.cuh"\n#include <mma.h>\n// a\n')
     a_edit = commit("kernels/a.cu", '#include "shared.cuh"\n#include <mma.h>\n// a, faster\n')
-    assert abtest.same_code(repo, base, a_edit, b) and not abtest.same_code(repo, base, a_edit, a)
+    assert codeid.same_code(repo, base, a_edit, b) and not codeid.same_code(repo, base, a_edit, a)
     own = commit("kernels/own.cuh", "// b's own, changed\n")
-    assert abtest.same_code(repo, a_edit, own, a) and not abtest.same_code(repo, a_edit, own, b)
+    assert codeid.same_code(repo, a_edit, own, a) and not codeid.same_code(repo, a_edit, own, b)
     shared = commit("kernels/shared.cuh", "// shared, changed\n")
-    assert not abtest.same_code(repo, own, shared, a) and not abtest.same_code(repo, own, shared, b)
+    assert not codeid.same_code(repo, own, shared, a) and not codeid.same_code(repo, own, shared, b)
     choice = commit("baselines/h200-choice.toml", "algo = 2\n")
-    assert not abtest.same_code(repo, shared, choice, a)
+    assert not codeid.same_code(repo, shared, choice, a)
     harness = commit("gemm/cuda/loader.py", "BASE_OPTIONS = ('-O3',)\n")
-    assert not abtest.same_code(repo, choice, harness, a)
-    assert abtest.same_code(repo, harness, harness, a)
+    assert not codeid.same_code(repo, choice, harness, a)
+    assert codeid.same_code(repo, harness, harness, a)
     (repo / "gemm" / "cli").mkdir()
     policy = commit("gemm/cli/common.py", "POLICY = 'confirm'\n")   # gemm measure's options
-    assert not abtest.same_code(repo, harness, policy, a)
+    assert not codeid.same_code(repo, harness, policy, a)
     shadow = commit("kernels/mma.h", "// found by nvcc -I kernels/ before the toolkit's\n")
-    assert not abtest.same_code(repo, policy, shadow, a) and abtest.same_code(repo, policy, shadow, b)
+    assert not codeid.same_code(repo, policy, shadow, a) and codeid.same_code(repo, policy, shadow, b)

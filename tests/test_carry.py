@@ -6,8 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from gemm.core import codeid
 from gemm.store import verdicts
-from gemm.track import abreport, abrun, abtest, confirm
+from gemm.track import abreport, abrun, confirm
 from gemm.track.gate import GateConfig, Row, Verdict, failed
 from tests.test_plan import _cal, _fake
 
@@ -100,12 +101,12 @@ def test_same_code_reads_the_kernels_and_the_measuring_layers_from_git():
         pytest.skip("the recorded commits are not in this clone (shallow?)")
     # 2a9123c recorded results only; 6461483 changed 09's source; 67d74d0..9a3947d, gemm/core;
     # 89851f8 changed 04's source alone
-    assert abtest.same_code(".", "2a9123c~1", "2a9123c", "14_bf16_wgmma_tma")
-    assert abtest.same_code(".", "89851f8~1", "89851f8", "14_bf16_wgmma_tma")
-    assert not abtest.same_code(".", "89851f8~1", "89851f8", "04_1d_blocktiling")
-    assert not abtest.same_code(".", "6461483~1", "6461483", "09_cp_async_pipeline")
-    assert not abtest.same_code(".", "67d74d06de", "9a3947daea", "14_bf16_wgmma_tma")
-    assert not abtest.same_code(".", "2a9123c~1", "2a9123c", "no_such_kernel")
+    assert codeid.same_code(".", "2a9123c~1", "2a9123c", "14_bf16_wgmma_tma")
+    assert codeid.same_code(".", "89851f8~1", "89851f8", "14_bf16_wgmma_tma")
+    assert not codeid.same_code(".", "89851f8~1", "89851f8", "04_1d_blocktiling")
+    assert not codeid.same_code(".", "6461483~1", "6461483", "09_cp_async_pipeline")
+    assert not codeid.same_code(".", "67d74d06de", "9a3947daea", "14_bf16_wgmma_tma")
+    assert not codeid.same_code(".", "2a9123c~1", "2a9123c", "no_such_kernel")
 
 
 def test_a_commit_recorded_twice_counts_once(tmp_path):

@@ -1,5 +1,5 @@
 """What changed between consecutive recorded commits (CPU only, git and results/): for each
-pair on a machine's history, whether it changed the harness (gemm.track.abtest.HARNESS), and
+pair on a machine's history, whether it changed the harness (gemm.core.codeid.HARNESS), and
 whether only the launch planning (LAUNCH_PLANNING) or also the timing code and entry point.
 How often per-series launch fingerprints would spare an A/B (docs/gate.md, Limits).
 
@@ -8,9 +8,8 @@ How often per-series launch fingerprints would spare an A/B (docs/gate.md, Limit
 import sys
 from pathlib import Path
 
-from gemm.core import git
+from gemm.core import codeid, git
 from gemm.store.history import load_runs
-from gemm.track import abtest
 
 LAUNCH_PLANNING = tuple(f"gemm/core/{m}.py" for m in (
     "geometry", "tuning", "splitk", "staging", "tensormaps", "registry", "shapes")) + tuple(
@@ -25,7 +24,7 @@ def main(root: str = "results/h200") -> None:
         if git.returncode(".", "merge-base", "--is-ancestor", a, b) != 0:
             continue
         pairs += 1
-        files = git.run(".", "diff", "--name-only", a, b, "--", *abtest.HARNESS).split()
+        files = git.run(".", "diff", "--name-only", a, b, "--", *codeid.HARNESS).split()
         if not files:
             continue
         harness += 1

@@ -1,15 +1,13 @@
 """The A/B's arms: each commit checked out in its own git worktree and measured by its own
 `python -m gemm measure --task K@S... --policy confirm --json F` (gemm.measure/1), one process
-a call (a commit from before a03e0e7 lacks --task and fails as an arm); and what git tells about
-two commits' code (same_code, kernel_changed).
+a call (a commit from before a03e0e7 lacks --task and fails as an arm). Whether two commits
+measure with the same code at all is git's to say (gemm.core.codeid).
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,19 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core import git, registry
+from ..core import git
+from ..core.codeid import kernel_changed  # noqa: F401  (judge.py's, until it imports codeid)
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
-# what an arm's measurement runs: kernels and registry, the baseline's choice per GPU, the
-# layers it imports, its entry point; a kernel's series need only its own build of kernels/
-MEASURED_BY = ("kernels", "baselines", "gemm/core", "gemm/cuda", "gemm/measure",
-               "gemm/__init__.py", "gemm/__main__.py", "gemm/cli/__init__.py", "gemm/cli/main.py",
-               "gemm/cli/measure.py", "gemm/cli/common.py")
-HARNESS = tuple(p for p in MEASURED_BY if p != "kernels")
-
-
-_ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.M)
 
 
 class ABError(RuntimeError):
@@ -41,81 +31,6 @@ def _git(repo, *args) -> str:
         return git.run(repo, *args)
     except git.GitError as exc:
         raise ABError(str(exc)) from None
-
-
-def same_code(repo, older: str, newer: str, kernel: str) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS, and
-    none to kernels/ or none to this kernel's own build (_kernel_build: another kernel's
-    change leaves it the same code). False where git cannot tell, or for a kernel the
-    registry does not know."""
-    try:
-        registry.get(kernel)
-    except (KeyError, ValueError):
-        return False
-    repo = Path(repo).resolve()
-    if not _unchanged(repo, older, newer, HARNESS):
-        return False
-    if _unchanged(repo, older, newer, ("kernels",)):
-        return True
-    build = _kernel_build(repo, older, kernel)
-    return build is not None and build == _kernel_build(repo, newer, kernel)
-
-
-@functools.lru_cache(maxsize=4096)
-def _unchanged(repo: Path, older: str, newer: str, paths: tuple) -> bool:
-    """No change to `paths` from `older` to `newer` (git; once per question and process: a
-    flood asks it for every row)."""
-    return git.returncode(repo, "diff", "--quiet", older, newer, "--", *paths) == 0
-
-
-@functools.lru_cache(maxsize=1024)
-def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
-    """What builds `kernel` at `rev` (git): its registry entry less its search space (`tune`),
-    sources, the tables' entries for it where it is tuned (not the search logs; none yet: it
-    builds as before) and the nvcc options (gemm/cuda/loader.py); None where git or the
-    registry cannot say."""
-    import tomllib
-
-    def show(path: str) -> str | None:
-        try:
-            return git.run(repo, "show", f"{rev}:{path}", timeout=30)
-        except git.GitError:
-            return None
-    try:
-        entries = tomllib.loads(show("kernels/kernels.toml") or "").get("kernel") or []
-    except tomllib.TOMLDecodeError:
-        return None
-    entry = next((e for e in entries if isinstance(e, dict) and e.get("name") == kernel), None)
-    if entry is None or not isinstance(entry.get("file"), str):
-        return None
-    files = registry.kernel_sources(lambda name: show(f"kernels/{name}"), entry["file"])
-    # nvcc also finds <name> in kernels/ (-I): a file there that a system header's name
-    # would resolve to, present or not, is part of the build
-    for name in {n for text in list(files.values()) for n in _ANGLE.findall(text or "")}:
-        files.setdefault(f"<{name}>", show(f"kernels/{name}"))
-    tuned = {}
-    if entry.get("tuned"):
-        if git.returncode(repo, "cat-file", "-e", f"{rev}:kernels/tuned") == 0:
-            names = git.run(repo, "ls-tree", "--name-only", f"{rev}:kernels/tuned", timeout=30)
-            for fn in names.split():
-                if not fn.endswith(".toml"):
-                    continue
-                try:
-                    won = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
-                except tomllib.TOMLDecodeError:
-                    won = show(f"kernels/tuned/{fn}")
-                if won is not None:
-                    tuned[fn] = won
-    entry = {k: v for k, v in entry.items() if k not in ("tune", "tuned")}
-    return {"entry": entry, "files": files, "tuned": tuned,
-            "loader": show("gemm/cuda/loader.py")}
-
-
-def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
-    """Did `kernel`'s code or build change from `older` to `newer`? False where git cannot tell."""
-    repo = Path(repo).resolve()
-    a, b = _kernel_build(repo, older, kernel), _kernel_build(repo, newer, kernel)
-    return a is not None and b is not None and a != b
 
 
 @contextlib.contextmanager
@@ -135,19 +50,15 @@ def checkout(repo, commit: str):
             _git(repo, "worktree", "prune")
 
 
-def _env(tree: Path, extra: dict | None = None) -> dict:
+def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
+    """`python args...` in `tree`, its own gemm first on the path; `env`: extra variables."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("GEMM_KERNELS_DIR", "GEMM_INJECT_DELAY")}
-    env.update(extra or {})
+           if k not in ("GEMM_KERNELS_DIR", "GEMM_INJECT_DELAY")} | (env or {})
     env["PYTHONPATH"] = os.pathsep.join([str(tree)] + [p for p in env.get("PYTHONPATH", "")
                                                        .split(os.pathsep) if p])
     env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
     try:
-        return subprocess.run([sys.executable, *args], cwd=tree, env=_env(tree, env),
+        return subprocess.run([sys.executable, *args], cwd=tree, env=env,
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise ABError(f"measuring {tree.name} took over {timeout:.0f} s") from None
@@ -176,7 +87,7 @@ def _seconds(v) -> float:
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     """Add a process's seconds to `walls`: per asked-for target its records' open, check and
     time seconds, the rest (start-up) under None."""
-    spent, per = 0.0, {}
+    spent = 0.0
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
         if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
             continue
@@ -184,10 +95,8 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
         if key[1] not in series.get(key[0], ()):
             continue
         s = sum(_seconds(r["wall"].get(k)) for k in ("open_s", "check_s", "time_s"))
-        per[key] = per.get(key, 0.0) + s
-        spent += s
-    for key, s in per.items():
         walls[key] = walls.get(key, 0.0) + s
+        spent += s
     walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
 
 
@@ -226,14 +135,13 @@ def clocks_of(doc: dict) -> dict:
     return out
 
 
-def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S,
-            env: dict | None = None, device: dict | None = None,
-            sets: dict | None = None, walls: dict | None = None,
+def measure(tree: Path, series: dict[str, list[str]], env: dict | None = None,
+            device: dict | None = None, sets: dict | None = None, walls: dict | None = None,
             clocks: dict | None = None) -> dict:
     """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
-    in `tree`, in one `gemm measure --task` process. `env`: extra variables (fault injection);
-    `device` / `sets` / `walls` / `clocks`, if given, get the GPU, `placements`, `_walls` and
-    each function's median SM clock per process (`clocks_of`)."""
+    in `tree`, in one `gemm measure --task` process of TIMEOUT_S at most. `env`: extra
+    variables (fault injection); `device` / `sets` / `walls` / `clocks`, if given, get the
+    GPU, `placements`, `_walls` and each function's median SM clock per process (`clocks_of`)."""
     tree = Path(tree).resolve()
     pairs = [x for kernel, sizes in series.items() for size in sizes
              for x in ("--task", f"{kernel}@{size}")]
@@ -242,7 +150,7 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
         path = Path(tmp) / "measure.json"
         t0 = time.monotonic()
         out = _run(tree, ["-m", "gemm", "measure", *pairs, "--policy", "confirm",
-                          "--json", str(path)], timeout, env)
+                          "--json", str(path)], TIMEOUT_S, env)
         took = time.monotonic() - t0
         try:
             doc = json.loads(path.read_text())
@@ -271,9 +179,4 @@ def measure(tree: Path, series: dict[str, list[str]], timeout: float = TIMEOUT_S
 def trees(repo, commits):
     """{commit: worktree} for each distinct commit, all removed afterwards."""
     with contextlib.ExitStack() as stack:
-        out = {}
-        for c in commits:
-            if c not in out:
-                out[c] = stack.enter_context(checkout(repo, c))
-        yield out
-
+        yield {c: stack.enter_context(checkout(repo, c)) for c in dict.fromkeys(commits)}

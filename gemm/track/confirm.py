@@ -6,11 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from ..core.codeid import HARNESS, same_code
 from ..machine import nvml
 from ..store import verdicts
 from . import abreport, abtest, plan
 from .abrun import ABRun, Stop, carried, in_trees
-from .abtest import same_code
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, screened_large
 
 
@@ -126,7 +126,7 @@ def _to_measure(r: Row) -> list[str]:
 
 def _identical_note(r: Row) -> str:
     return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git: no "
-            f"change to {', '.join(abtest.HARNESS)} or {r.kernel}'s build in kernels/), so no "
+            f"change to {', '.join(HARNESS)} or {r.kernel}'s build in kernels/), so no "
             "A/B: the machine, not the code")
 
 

@@ -46,8 +46,8 @@ def speeds(rows) -> dict:
 class Costs:
     """Seconds per process: each arm's start-up and each target's, learned as measured."""
 
-    def __init__(self, speeds_: dict | None = None, policy: Policy = CONFIRM, warm=()):
-        self.speeds, self.policy = speeds_ or {}, policy
+    def __init__(self, speeds_: dict | None = None, warm=()):
+        self.speeds = speeds_ or {}   # (kernel, size) -> speeds()'s launch seconds
         self.target: dict = {}    # (arm, (kernel, size)) -> s
         self.start: dict = {}     # arm -> s
         self.warm = set(warm)     # arms whose kernels are built already (the recorded code)
@@ -67,11 +67,8 @@ class Costs:
         if seen:                       # another arm's code on the same target
             return max(seen)
         if t in self.speeds:
-            return MARGIN * guess_target_s(*self.speeds[t], self.policy)
+            return MARGIN * guess_target_s(*self.speeds[t])
         return MARGIN * UNKNOWN_S
-
-    def start_s(self, arm: str) -> float:
-        return self.start.get(arm, max(self.start.values(), default=START_S))
 
     def compile_s(self, arm: str, targets) -> float:
         """What the arm's first process spends building its kernels, until a process of it
@@ -81,6 +78,8 @@ class Costs:
         return COMPILE_S * len({kernel for kernel, _ in targets})
 
     def round_s(self, arms: dict) -> float:
-        """A round's seconds: {arm: set of targets} measured in each arm's processes."""
-        return sum(PROCESSES * (self.start_s(a) + sum(self.target_s(a, t) for t in ts))
+        """A round's seconds: {arm: set of targets} measured in each arm's processes (an arm
+        not timed yet starting as slowly as the slowest one timed, else START_S)."""
+        slowest = max(self.start.values(), default=START_S)
+        return sum(PROCESSES * (self.start.get(a, slowest) + sum(self.target_s(a, t) for t in ts))
                    + self.compile_s(a, ts) for a, ts in arms.items() if ts)
