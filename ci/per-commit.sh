@@ -30,7 +30,7 @@ stage setup bash ci/setup.sh || finish --stage gate=skipped --stage record=skipp
 nvidia-smi ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv > "$OUT/gpu.csv" 2>&1 || true
 stage gate bash ci/gate.sh
-# The gate's A/B (gemm regress --budget): a commit that changes measured code (abtest.MEASURED_BY:
+# The gate's A/B (gemm regress --budget): a commit that changes measured code (codeid.MEASURED_BY:
 # kernels, baselines, the harness) since the newest recorded ancestor gets gemm regress's own
 # budget (180 s, and its overtime): measuring that change is what the job is for, and the memory
 # check runs then too. Otherwise (the 6-minute job of unchanged code) it gets what the job's
@@ -46,7 +46,7 @@ if stage record bash ci/record.sh; then
     echo "   readme: the results table was not rewritten (log: $OUT/readme.log)"; }
   case " ${REGRESS_ARGS:-} " in
     *" --budget"*) budget_args=(); echo "   regress: A/B budget from REGRESS_ARGS" ;;
-    *) measured=$(python3 -c 'from gemm.track import abtest; print(" ".join(abtest.MEASURED_BY))')
+    *) measured=$(python3 -c 'from gemm.core import codeid; print(" ".join(codeid.MEASURED_BY))')
        if prev=$(last_recorded) && git diff --quiet "$prev" HEAD -- $measured; then
          left=$(( ${JOB_DEADLINE_S:-360} - SECONDS - 60 - 40 ))
          budget=$(( left > 180 ? 180 : left < 30 ? 30 : left ))

@@ -1,6 +1,6 @@
 """Issue 24's false-alarm ledger (CPU only, git, results/ and verdicts/): every recorded commit
 whose gate kept a whole judgement (a verdict summary), with its GPU, whether its measured code
-(abtest.MEASURED_BY) changed since the recorded commit before it, its verdict counts and how
+(codeid.MEASURED_BY) changed since the recorded commit before it, its verdict counts and how
 many of its candidates of the large class (2048 and up) ended UNRESOLVED. The per-commit job's wall time is not
 recorded in results/; docs/evidence.md has it per run.
 
@@ -14,7 +14,7 @@ from gemm.core import git
 from gemm.core.problem import Problem, SizeClass
 from gemm.store import verdicts
 from gemm.store.history import load_runs
-from gemm.track import abtest
+from gemm.core import codeid
 
 
 def large(size: str) -> bool:
@@ -41,7 +41,7 @@ def main(root: str = "results/h200", kept: str = "verdicts", since: str | None =
         if summary is None:
             continue
         same = prev is not None and git.returncode(
-            ".", "diff", "--quiet", prev, sha, "--", *abtest.MEASURED_BY) == 0
+            ".", "diff", "--quiet", prev, sha, "--", *codeid.MEASURED_BY) == 0
         counts = summary.get("counts") or {}
         rows = [r for r in summary.get("rows") or [] if large(r["size"])]
         cands = [r for r in rows if r.get("verdict") in ("noise", "UNRESOLVED", "DROP")]
