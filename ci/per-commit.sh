@@ -46,7 +46,7 @@ if stage record bash ci/record.sh; then
     echo "   readme: the results table was not rewritten (log: $OUT/readme.log)"; }
   case " ${REGRESS_ARGS:-} " in
     *" --budget"*) budget_args=(); echo "   regress: A/B budget from REGRESS_ARGS" ;;
-    *) measured=$(python3 -c 'from gemm.core import codeid; print(" ".join(codeid.MEASURED_BY))')
+    *) measured=$(python3 -c 'from gemm.track import codeid; print(" ".join(codeid.MEASURED_BY))')
        if prev=$(last_recorded) && git diff --quiet "$prev" HEAD -- $measured; then
          left=$(( ${JOB_DEADLINE_S:-360} - SECONDS - 60 - 40 ))
          budget=$(( left > 180 ? 180 : left < 30 ? 30 : left ))

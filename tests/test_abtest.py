@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from gemm.cli import main as cli_main
-from gemm.core import codeid
+from gemm.track import codeid
 from gemm.track import abtest
 from tests.asvfake import write_benchmarks, write_run
 from tests.stubrepo import commit_fixed, commit_package, git, new_repo
@@ -250,7 +250,7 @@ def test_a_search_space_or_tuned_without_a_table_entry_is_no_build_change(tmp_pa
     builds the kernel: adding `tune` and `tuned = true` to an entry that no tuned table has
     yet changes nothing it runs (13 and 14, issue 27); a table entry for it does, a search
     log beside the tables does not, nor does another kernel's entry."""
-    from gemm.core.codeid import kernel_changed
+    from gemm.track.codeid import kernel_changed
     repo = new_repo(tmp_path / "r")
     (repo / "kernels" / "tuned").mkdir(parents=True)
     (repo / "gemm" / "cuda").mkdir(parents=True)

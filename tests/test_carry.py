@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gemm.core import codeid
+from gemm.track import codeid
 from gemm.store import verdicts
 from gemm.track import abreport, abrun, confirm
 from gemm.track.gate import GateConfig, Row, Verdict, failed

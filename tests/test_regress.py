@@ -298,7 +298,7 @@ def test_a_kernel_whose_code_changed_goes_to_the_ab_past_the_screen_or_not(tmp_p
     series are candidates against the commit before (their kernel's build changed), 05's and
     12's small one are not; without a GPU they stay UNRESOLVED, not unconfirmed DROPs."""
     import subprocess
-    from gemm.core import codeid
+    from gemm.track import codeid
     from gemm.track.judge import Request, judge
     old, new = (subprocess.run(["git", "rev-parse", rev], capture_output=True, text=True,
                                check=True).stdout.strip() for rev in ("21c7ce0~1", "21c7ce0"))

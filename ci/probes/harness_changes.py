@@ -1,5 +1,5 @@
 """What changed between consecutive recorded commits (CPU only, git and results/): for each
-pair on a machine's history, whether it changed the harness (gemm.core.codeid.HARNESS), and
+pair on a machine's history, whether it changed the harness (gemm.track.codeid.HARNESS), and
 whether only the launch planning (LAUNCH_PLANNING) or also the timing code and entry point.
 How often per-series launch fingerprints would spare an A/B (docs/gate.md, Limits).
 
@@ -8,8 +8,9 @@ How often per-series launch fingerprints would spare an A/B (docs/gate.md, Limit
 import sys
 from pathlib import Path
 
-from gemm.core import codeid, git
+from gemm.core import git
 from gemm.store.history import load_runs
+from gemm.track import codeid
 
 LAUNCH_PLANNING = tuple(f"gemm/core/{m}.py" for m in (
     "geometry", "tuning", "splitk", "staging", "tensormaps", "registry", "shapes")) + tuple(

@@ -14,7 +14,7 @@ from gemm.core import git
 from gemm.core.problem import Problem, SizeClass
 from gemm.store import verdicts
 from gemm.store.history import load_runs
-from gemm.core import codeid
+from gemm.track import codeid
 
 
 def large(size: str) -> bool:

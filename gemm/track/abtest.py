@@ -1,7 +1,7 @@
 """The A/B's arms: each commit checked out in its own git worktree and measured by its own
 `python -m gemm measure --task K@S... --policy confirm --json F` (gemm.measure/1), one process
 a call (a commit from before a03e0e7 lacks --task and fails as an arm). Whether two commits
-measure with the same code at all is git's to say (gemm.core.codeid).
+measure with the same code at all is git's to say (gemm.track.codeid).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..core import git
-from ..core.codeid import kernel_changed  # noqa: F401  (judge.py's, until it imports codeid)
+from .codeid import kernel_changed  # noqa: F401  (judge.py's, until it imports codeid)
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")

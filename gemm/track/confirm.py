@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from ..core.codeid import HARNESS, same_code
+from .codeid import HARNESS, same_code
 from ..machine import nvml
 from ..store import verdicts
 from . import abreport, abtest, plan

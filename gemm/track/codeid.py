@@ -8,7 +8,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from . import git, registry
+from ..core import git, registry
 
 # what a measurement runs: kernels and registry, the baseline's choice per GPU, the layers it
 # imports, its entry point; a kernel's series need only its own build of kernels/
