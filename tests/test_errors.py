@@ -302,7 +302,7 @@ def test_calibrate_without_a_gpu_for_real():
 
 def test_regress_says_why_a_calibration_of_another_gpu_is_not_used(tmp_path, monkeypatch, capsys):
     import gemm.measure.facts
-    from gemm.track import calibration
+    from gemm.store import calibration
     res = history(tmp_path)
     calibration.save(tmp_path / "calibration", "h200", {"gpu_name": "NVIDIA H200", "noise": [
         {"kernel": "05_2d_blocktiling", "size": "4096", "metric": "tflops", "sigma": 0.001,

@@ -91,7 +91,7 @@ def test_the_floor_migration_keeps_the_history_only_where_the_clock_floor_droppe
 
     from gemm.core.policy import CONFIRM
     from gemm.record.suite import kernel_class
-    from gemm.track import calibration
+    from gemm.store import calibration
     from tests.asvfake import write_run
     res, cal = tmp_path / "results", tmp_path / "calibration"
     kernels, sizes = ["05_2d_blocktiling", "14_bf16_wgmma_tma"], ["2048", "4096"]
@@ -131,7 +131,7 @@ def test_the_floor_migration_keeps_the_history_only_where_the_clock_floor_droppe
     assert doc["policy"] == calibration.policy_fingerprint() != old_fp
     assert [r["kernel"] for r in doc["noise"]] == ["05_2d_blocktiling"]
     assert doc["date"] == "2026-11-30T00:00:00Z" and "floor rule" in doc["migrated"]
-    assert calibration.load(cal, "h200")[0] is not None
+    assert calibration.read(cal, "h200")[0] is not None
     assert json.loads((cal / "other.json").read_text())["noise"] == rows
     assert migrate.floor(res, cal) == []              # idempotent
 
@@ -139,7 +139,7 @@ def test_the_floor_migration_keeps_the_history_only_where_the_clock_floor_droppe
 def test_the_committed_history_and_calibration_are_floor_migrated():
     """Every recorded run's rows of a kernel the floor left alone are of today's versions,
     13-15's of the clock floor's; the committed calibration is of today's CONFIRM."""
-    from gemm.track import calibration
+    from gemm.store import calibration
     moves = migrate.floor_versions()
     for path in (ROOT / "results" / "h200").glob("*-*.json"):
         data = json.loads(path.read_text())

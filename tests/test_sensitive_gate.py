@@ -14,6 +14,7 @@ import time
 import pytest
 
 from gemm.cli import main as cli_main
+from gemm.store import calibration as calibration_file
 from gemm.track import abreport, abrun, anchor, calibration, decision
 from gemm.calibrate.runner import trial_settings
 from gemm.track.gate import GateConfig
@@ -127,7 +128,7 @@ def test_an_effect_on_the_margin_is_said_to_be_there(repo, gpu_here, capsys):
 
 
 def quiet_runner(repo):
-    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+    calibration_file.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
 
@@ -173,7 +174,7 @@ def test_borrowed_noise_does_not_judge_the_gpu(repo, gpu_here, capsys):
     shas = [commit(repo, 30.0, f"c{i}", flip=0.03) for i in range(4)]
     new = commit(repo, 30.0, "same code", flip=0.03)
     res = record(repo, [(s, 30.0) for s in shas] + [(new, 29.7)])
-    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+    calibration_file.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "05_other", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
     # 4 rounds at most: borrowed noise enters with the run's own dof, so at 2 the series'
@@ -189,7 +190,7 @@ def test_borrowed_noise_does_not_judge_the_gpu(repo, gpu_here, capsys):
     out = capsys.readouterr()
     assert "the A/A control moved" in out.err and "no A/A control" not in out.err
     # no calibration at all: the rounds' own spread judges the GPU (no unguarded rounds)
-    calibration.path_for(repo.parent / "calibration", "h200").unlink()
+    calibration_file.path_for(repo.parent / "calibration", "h200").unlink()
     assert gate(repo, res, "--no-anchor", "--max-rounds", "3") == 0
     out = capsys.readouterr()
     assert "no A/A control" not in out.err and "no calibration" in out.err
@@ -225,7 +226,7 @@ def test_past_the_budget_a_drop_on_course_is_measured_to_its_verdict(repo, gpu_h
     shas = [commit(repo, 30.0, f"c{i}", noise=0.002) for i in range(4)]
     slow = commit(repo, 30.0 * 0.975, "two and a half percent slower", noise=0.002)
     res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.25)])
-    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+    calibration_file.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.004, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--no-anchor", "--budget", "0.001", "--overtime", "0", "--json",
@@ -416,7 +417,7 @@ def test_calibration_files_missing_stale_or_from_another_machine(tmp_path):
     root = tmp_path / "calibration"
     cal, why = calibration.load(root, "h200")
     assert cal is None and "no calibration" in why
-    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
+    calibration_file.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
         {"kernel": "09", "size": "4096", "metric": "tflops", "sigma": 0.001, "dof": 5},
         {"kernel": "07", "size": "4096", "metric": "tflops", "sigma": 0.003, "dof": 3}]})
     cal, why = calibration.load(root, "h200", gpu_name="NVIDIA H200")
@@ -462,7 +463,7 @@ def test_the_prior_is_the_calibrated_sd_a_tail_included(tmp_path):
     tail = bulk + [40.0 * 0.994, 40.0 * 0.9935]               # two processes ~0.6 % slow
     sd, dof = sigma_of(tail)
     root = tmp_path / "calibration"
-    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
+    calibration_file.save(root, "h200", {"gpu_name": "NVIDIA H200", "noise": [
         {"kernel": "07", "size": "2048", "metric": "tflops", "sigma": sd, "dof": dof,
          "values": tail}]})
     cal, why = calibration.load(root, "h200")
@@ -479,7 +480,7 @@ def test_the_calibrated_noise_is_what_the_ab_pools(repo, gpu_here, capsys):
     shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
     slow = commit(repo, 29.7, "slower")
     res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.7)])
-    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+    calibration_file.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--no-anchor", "--json", str(repo.parent / "r.json")) == 1
@@ -501,7 +502,7 @@ def test_the_gate_uses_no_calibration_made_on_another_gpu(repo, gpu_here, monkey
     shas = [commit(repo, 30.0, f"c{i}") for i in range(4)]
     slow = commit(repo, 29.7, "slower")
     res = record(repo, [(s, 30.0) for s in shas] + [(slow, 29.7)])
-    calibration.save(repo.parent / "calibration", "h200", {"gpu_name": "NVIDIA H200", "noise": [
+    calibration_file.save(repo.parent / "calibration", "h200", {"gpu_name": "NVIDIA H200", "noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
     out = repo.parent / "r.json"
@@ -525,7 +526,7 @@ def test_a_drop_against_the_anchor_ends_the_ab_of_its_series(repo, gpu_here):
     a = commit(repo, 30.0 * 0.99, "a")
     b = commit(repo, 30.0 * 0.99 * 0.995, "b")
     res = record(repo, [(s, 30.0) for s in base] + [(a, 29.7), (b, 30.0 * 0.99 * 0.995)])
-    calibration.save(repo.parent / "calibration", "h200", {"noise": [
+    calibration_file.save(repo.parent / "calibration", "h200", {"noise": [
         {"kernel": "09_pipe", "size": "4096", "metric": m, "sigma": 0.0005, "dof": 40}
         for m in ("tflops", "pct_of_cublas")]})
     assert gate(repo, res, "--json", str(repo.parent / "r.json")) == 1
@@ -784,7 +785,7 @@ def _cal_file(d, machine="h200", trials=(1,), sigma=0.001, shares=(0.01,), gate=
                       "dof": 29, "median": 47.8, "values": []}],
            "shares": list(shares), "trials": len(trials), "detection": det,
            "summary": calibrate_summary(det, shares), **over}
-    return calibration.save(d, machine, doc)
+    return calibration_file.save(d, machine, doc)
 
 
 def calibrate_summary(det, shares):
@@ -820,7 +821,7 @@ def test_calibration_trials_from_other_lanes_join_the_file(tmp_path, capsys):
     copy = dict(doc, detection=doc["detection"] + [dict(doc["detection"][0], id="new", trial=4)])
     for k in ("schema", "machine", "policy"):
         copy.pop(k)
-    calibration.save(tmp_path / "lane3", "h200", copy)
+    calibration_file.save(tmp_path / "lane3", "h200", copy)
     assert cli_main(["calibrate", "--join", str(tmp_path / "lane3" / "h200.json"),
                      "--out", str(base)]) == 0
     doc = calibration.load(base, "h200")[0].doc
@@ -903,7 +904,7 @@ def test_the_noise_table_shows_a_heavy_tail(tmp_path, capsys):
     assert sd_tailed > 2 * sd_even and abs(r_tailed - r_even) < 0.3 * r_even
     assert tail_of([1.0, 1.0]) is None and tail_of([1.0, 1.0, 1.0]) == (0.0, 0)
     root = tmp_path / "calibration"
-    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "processes": 30, "noise": [
+    calibration_file.save(root, "h200", {"gpu_name": "NVIDIA H200", "processes": 30, "noise": [
         {"kernel": "07", "size": "2048", "metric": "tflops", "sigma": sd_tailed, "dof": 29,
          "median": 100.0, "values": tailed},
         {"kernel": "09", "size": "2048", "metric": "tflops", "sigma": sd_even, "dof": 29,
@@ -938,7 +939,7 @@ def test_gemm_show_of_a_calibration_needs_no_scipy(tmp_path, monkeypatch, capsys
     needs scipy's t quantiles, is left out, and it says so."""
     import sys
     root = tmp_path / "calibration"
-    calibration.save(root, "h200", {"gpu_name": "NVIDIA H200", "processes": 4, "noise": [
+    calibration_file.save(root, "h200", {"gpu_name": "NVIDIA H200", "processes": 4, "noise": [
         {"kernel": "09", "size": "2048", "metric": "tflops", "sigma": 0.001, "dof": 3,
          "median": 47.0, "values": [47.0, 47.05, 46.95, 47.02]}]})
     monkeypatch.setitem(sys.modules, "scipy", None)      # import scipy raises ImportError
@@ -992,7 +993,7 @@ def _aa_file(d, values: dict, pci: str, gpu: str | None = None, date: str | None
            "noise": calibrate.noise_rows(got)}
     if date:
         doc["date"] = date
-    return calibration.save(d, "h200", doc)
+    return calibration_file.save(d, "h200", doc)
 
 
 def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
@@ -1031,7 +1032,7 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     # pooling the same GPU's noise twice, or a file that is not usable here: refused
     assert cli_main(["calibrate", "--pool", str(other), "--out", str(tmp_path / "a")]) == 2
     assert "already in the base file" in capsys.readouterr().err
-    h100 = calibration.save(tmp_path / "c", "h200", {"gpu_name": "NVIDIA H100", "noise": []})
+    h100 = calibration_file.save(tmp_path / "c", "h200", {"gpu_name": "NVIDIA H100", "noise": []})
     assert cli_main(["calibrate", "--pool", str(h100), "--out", str(tmp_path / "a")]) == 2
     # a pooled file pools on: a third GPU adds its part
     third = _aa_file(tmp_path / "d", {("07", "8192"): quiet}, "0000:00:06.0", "NVIDIA H200 GPU-cccc")
@@ -1040,11 +1041,11 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     assert cal.prior("07", "8192", "tflops").dof == 16
     assert len(cal.doc["sources"]) == 3
     # pooling only series no trial decided (another kernel's noise) keeps the detection table
-    doc = json.loads(calibration.path_for(tmp_path / "a", "h200").read_text())
+    doc = json.loads(calibration_file.path_for(tmp_path / "a", "h200").read_text())
     p07 = cal.prior("07", "8192", "tflops")
     doc["detection"] = [{"trial": 1, "share": 0.01, "kernel": "07", "size": "8192",
                          "metric": "tflops", "prior_sigma": p07.sigma, "prior_dof": p07.dof}]
-    calibration.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
+    calibration_file.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
     capsys.readouterr()
     tc = _aa_file(tmp_path / "e", {("11", "1000"): loud}, "0000:00:07.0", "NVIDIA H200 GPU-eeee")
     assert cli_main(["calibrate", "--pool", str(tc), "--out", str(tmp_path / "a")]) == 0
@@ -1053,11 +1054,11 @@ def test_noise_of_several_gpus_pools_within_gpu_spread_only(tmp_path, capsys):
     assert len(cal.doc["detection"]) == 1 and cal.prior("11", "1000", "tflops").dof == 8
     assert cal.prior("07", "8192", "tflops").dof == 16
     # ... unless a series it decided borrowed its noise, and the pooled series moves that
-    doc = json.loads(calibration.path_for(tmp_path / "a", "h200").read_text())
+    doc = json.loads(calibration_file.path_for(tmp_path / "a", "h200").read_text())
     p05 = cal.prior("05", "8192", "tflops")                  # borrowed from 07's
     doc["detection"].append({"trial": 1, "share": 0.01, "kernel": "05", "size": "8192",
                              "metric": "tflops", "prior_sigma": p05.sigma, "prior_dof": p05.dof})
-    calibration.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
+    calibration_file.path_for(tmp_path / "a", "h200").write_text(json.dumps(doc))
     louder = [42.0 * (1 + 0.01 * e) for e in (-2, -1, 0, 1, 2)]
     more = _aa_file(tmp_path / "f", {("06", "8192"): louder}, "0000:00:07.0", "NVIDIA H200 GPU-ffff")
     assert cli_main(["calibrate", "--pool", str(more), "--out", str(tmp_path / "a")]) == 0
@@ -1076,7 +1077,7 @@ def test_a_pooled_calibration_is_as_old_as_its_oldest_part(tmp_path):
     calibrate.pool(tmp_path / "a", "h200", [old], log=lambda s: None)
     assert json.loads(base.read_text())["date"] == stamp
     # stale when its oldest part is: 180 days after that part, not after the pooling
-    late = month_ago + (calibration.MAX_AGE_DAYS + 1) * 86400
+    late = month_ago + (calibration_file.MAX_AGE_DAYS + 1) * 86400
     assert calibration.load(tmp_path / "a", "h200", now=late)[0] is None
     assert calibration.load(tmp_path / "a", "h200", now=late - 2 * 86400)[0] is not None
 
@@ -1094,7 +1095,7 @@ def test_a_lane_copy_pools_only_what_it_measured_and_new_aa_joins_a_pooled_file(
     src_a = {"gpu": "G-a", "pci_bus_id": "0000:00:06.0", "date": "2026-11-30T10:00:00Z",
              "processes": 5, "id": "run-a"}
     got = {("07", "8192", "tflops"): quiet, ("09", "4096", "tflops"): quiet}
-    calibration.save(tmp_path / "a", "h200", {"gpu_name": "NVIDIA H200", "processes": 5,
+    calibration_file.save(tmp_path / "a", "h200", {"gpu_name": "NVIDIA H200", "processes": 5,
                                               "noise": calibrate.noise_rows(got, src_a)})
     shutil.copytree(tmp_path / "a", tmp_path / "lane")
     lane = json.loads((tmp_path / "lane" / "h200.json").read_text())

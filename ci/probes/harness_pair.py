@@ -64,7 +64,7 @@ def report(doc: dict) -> str:
 
 def to_calibration(raw: str, side: str, out_dir: str, gpu: str, pci: str, date: str):
     from gemm.calibrate import runner as calibrate
-    from gemm.track import calibration
+    from gemm.store import calibration
     doc = json.loads(Path(raw).read_text())
     got: dict = {}
     for run in doc["runs"][side]:

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+from ..store import calibration as calibration_file
 from ..track import calibration
 from .runner import Refused, _measured, _other_noise, next_trial, table_of
 
@@ -46,7 +47,7 @@ def _files(out_dir, machine: str, others, option: str):
 
 def written(out_dir, machine: str, doc: dict) -> tuple[Path, dict]:
     """Save `doc` as the machine's file: (its path, the file as written)."""
-    path = calibration.save(out_dir, machine, doc)
+    path = calibration_file.save(out_dir, machine, doc)
     return path, json.loads(path.read_text())
 
 

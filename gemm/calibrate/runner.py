@@ -9,7 +9,7 @@
 3. Join (`--join`) / pool (`--pool`): other files' trials or noise added to this machine's
    file; nothing is measured.
 
-Writes calibration/<machine>.json (gemm.track.calibration) and prints the noise and detection.
+Writes calibration/<machine>.json (gemm.store.calibration) and prints the noise and detection.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..core import stats
 from ..core.faults import ENV
+from ..store import calibration as calibration_file
 from ..track import abtest, calibration, decision, plan
 from ..track.abrun import ABRun, Comparison, State
 from ..track.gate import GateConfig, Row, Verdict
@@ -232,7 +233,7 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     # the file's detection table stays until a new trial replaces it (or joins it)
     keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary", "gate")
             if old is not None and k in old.doc}
-    calibration.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
+    calibration_file.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
                                         **keep})
     if cut:
         raise KeyboardInterrupt     # no trials on noise the run did not finish
@@ -248,10 +249,10 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
             det.append({"trial": first[sh] + t, "id": tag, "gpu": gpu,   # which GPU ran it
                         "kernel": k, "size": sz, "metric": m, "share": sh, **d})
         # written after every trial: a run cut short keeps the trials it finished
-        calibration.save(out_dir, machine, {
+        calibration_file.save(out_dir, machine, {
             **base, "gate": gate, "noise": rows, **table_of(det)})
-    return calibration.path_for(out_dir, machine), json.loads(
-        calibration.path_for(out_dir, machine).read_text())
+    return calibration_file.path_for(out_dir, machine), json.loads(
+        calibration_file.path_for(out_dir, machine).read_text())
 
 
 def summarize(det: list[dict], shares) -> list[dict]:

@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from ..track.calibration import SCHEMA as CALIBRATION
+    from ..store.calibration import SCHEMA as CALIBRATION
     from .tables import bench_table, summary_table
     records, docs, runs = [], [], []
     for path in args.file:

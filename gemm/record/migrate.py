@@ -183,7 +183,7 @@ def floor(results: Path, calibration: Path, benchmarks: dict | None = None) -> l
         if n:
             _write(path, data)
             changed.append(str(path))
-    from ..track.calibration import policy_fingerprint, save
+    from ..store.calibration import policy_fingerprint, save
     old_fp = policy_fingerprint(replace(CONFIRM, floor="clock"))
     for path in sorted(Path(calibration).glob("*.json")):
         doc = json.loads(path.read_text())

@@ -200,11 +200,15 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
     n_ref = sum(len(a) for a, _ in rounds)
     n_new = sum(len(b) for _, b in rounds)
     scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r if prior is not None else 1.0
+    rule = Rule.MEAN
     if prior is not None and not (prior_fits(_ss(es), r - 1, scale * prior.sigma ** 2)
                                   and _pairs_fit(rounds, ks, prior)):
-        return _welch(d, rounds, delta, alpha, family, prior)
-    lo, hi, sd, dof = _interval(d, _ss(es), r - 1, prior, scale, 1 / math.sqrt(r), alpha, family)
-    return Effect(d, lo, hi, sd, dof, n_ref, n_new, classify(lo, hi, delta / 2, r))
+        rule = Rule.WELCH
+        lo, hi, sd, dof = _welch(d, rounds, n_ref, n_new, alpha, family, prior)
+    else:
+        lo, hi, sd, dof = _interval(d, _ss(es), r - 1, prior, scale, 1 / math.sqrt(r), alpha,
+                                    family)
+    return Effect(d, lo, hi, sd, dof, n_ref, n_new, classify(lo, hi, delta / 2, r), rule)
 
 
 def _pairs_fit(rounds, ks, prior: Noise) -> bool:
@@ -219,20 +223,18 @@ def _pairs_fit(rounds, ks, prior: Noise) -> bool:
     return prior_fits(ss, len(pairs), 2 * prior.sigma ** 2)
 
 
-def _welch(d: float, rounds, delta: float, alpha: float, family: int, prior: Noise) -> Effect:
-    """Where the rounds reject the calibrated noise (the new code may be noisier than the code
-    it was calibrated on): each arm's own variance (_arm), Welch-Satterthwaite dof."""
+def _welch(d: float, rounds, n_ref: int, n_new: int, alpha: float, family: int,
+           prior: Noise) -> tuple[float, float, float, int]:
+    """_interval where the rounds reject the calibrated noise (the new code may be noisier than
+    the code it was calibrated on): each arm's own variance (_arm), Welch-Satterthwaite dof."""
     arms = [_arm([a for a, _ in rounds], prior), _arm([b for _, b in rounds], prior)]
     parts = [var / n for var, _, n in arms]
     se2 = sum(parts)
-    n_ref, n_new = (sum(len(r[i]) for r in rounds) for i in (0, 1))
     if not (math.isfinite(se2) and se2 > 0):
-        return Effect(d, -math.inf, math.inf, math.nan, 0, n_ref, n_new, AMBIGUOUS, Rule.WELCH)
+        return -math.inf, math.inf, math.nan, 0
     dof = se2 ** 2 / sum(p ** 2 / a[1] for p, a in zip(parts, arms))
     half = _t(alpha, family, dof) * math.sqrt(se2)
-    sd = math.sqrt(se2 / (1 / n_ref + 1 / n_new))
-    return Effect(d, d - half, d + half, sd, int(dof), n_ref, n_new,
-                  classify(d - half, d + half, delta / 2, len(rounds)), Rule.WELCH)
+    return d - half, d + half, math.sqrt(se2 / (1 / n_ref + 1 / n_new)), int(dof)
 
 
 def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:

@@ -188,9 +188,8 @@ def _changepoints(rows, runs, new_run) -> None:
         if not drifting:
             continue
         key = Series(*r.key)
-        pts = [(run.commit, run.points[key].value) for run in upto
-               if key in run.points and finite(run.points[key].value)]
-        try:
+        pts = [(run.commit, run.points[key].value) for run in upto if key in run.points]
+        try:   # changepoints leaves out what is not a finite positive value
             r.changepoints = anchors.changepoints(pts)
         except ImportError as exc:   # the [track] extra brings ruptures
             r.changepoints = [{"error": f"no change-point detection here ({exc})"}]
