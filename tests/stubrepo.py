@@ -80,7 +80,7 @@ def commit_fixed(repo, tflops, msg):
     pkg = repo / "gemm"
     pkg.mkdir(exist_ok=True)
     (pkg / "__init__.py").write_text("")
-    # the message in the code: each commit's measured code differs (abtest.same_code), so
+    # the message in the code: each commit's measured code differs (codeid.same_code), so
     # the gate measures it even where it runs at the same speed
     (pkg / "__main__.py").write_text(textwrap.dedent(FIXED_MAIN.format(tflops=tflops))
                                      + f"# {msg}\n")

@@ -9,7 +9,7 @@ from ..core import registry
 from ..core.metrics import Series
 from ..store import verdicts
 from ..store.history import HistoryError, finite, load_runs, resolve_machine
-from . import abtest, calibration, confirm
+from . import calibration, codeid, confirm
 from . import anchor as anchors
 from .gate import GateConfig, Narrowing, Row, Verdict, evaluate, failed, screened_large, select
 
@@ -150,7 +150,7 @@ def code_changed(rows: list[Row], repo, judged: str) -> int:
     for r in rows:
         if not screened_large(r) or not r.reference:
             continue
-        r.code_changed = abtest.kernel_changed(repo, r.reference, judged, r.kernel)
+        r.code_changed = codeid.kernel_changed(repo, r.reference, judged, r.kernel)
         if r.code_changed and r.verdict != Verdict.CANDIDATE:
             r.verdict = Verdict.CANDIDATE
             r.add_note(f"its kernel's code or build changed since {r.reference[:10]}: measured")
