@@ -164,6 +164,18 @@ def test_the_real_measure_document_is_what_the_ab_reads(monkeypatch, tmp_path):
     assert got[("05_2d_blocktiling", "4096", "pct_of_cublas")] == pytest.approx(60.0)
 
 
+
+def test_a_value_the_rule_cannot_take_is_a_failure_not_a_crash():
+    """0, NaN or infinity from an arm's measurement is None (the target failed there): the
+    decision rule takes logs of positive values and would stop the whole gate with a ValueError."""
+    doc = {"values": [{"kernel": "k", "size": s, "status": "ok",
+                       "metrics": {"tflops": v, "pct_of_cublas": 50.0}}
+                      for s, v in (("1", 0.0), ("2", float("nan")), ("3", float("inf")),
+                                   ("4", -1.0), ("5", 30.0))]}
+    got = abtest._values(doc, Path("/nowhere"))
+    assert [got[("k", s, "tflops")] for s in "12345"] == [None, None, None, None, 30.0]
+    assert got[("k", "1", "pct_of_cublas")] == 50.0
+
 def test_a_kernel_whose_measurement_fails_is_an_aberror_not_a_stale_document(stub_repo):
     a = commit_fixed(stub_repo, 30.0, "a")
     main = (stub_repo / "gemm" / "__main__.py").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -70,10 +71,17 @@ def _values(got: dict, tree: Path) -> dict:
         raise ABError(f"the measurement imported gemm from {pkg}, not from {tree}")
     out = {}
     for v in got["values"]:
-        ok = v["status"] == "ok"
+        got_metrics = (v.get("metrics") or {}) if v["status"] == "ok" else {}
         for key in METRICS:
-            out[(v["kernel"], v["size"], key)] = (v.get("metrics") or {}).get(key) if ok else None
+            out[(v["kernel"], v["size"], key)] = _value(got_metrics.get(key))
     return out
+
+
+def _value(x) -> float | None:
+    """A value the decision rule can take (a positive, finite number), else None: a target
+    that measured 0, NaN or infinity failed there, as one that reported no value did."""
+    number = isinstance(x, (int, float)) and not isinstance(x, bool)
+    return x if number and math.isfinite(x) and x > 0 else None
 
 
 def _seconds(v) -> float:
