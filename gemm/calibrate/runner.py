@@ -233,8 +233,8 @@ def run(root, machine: str, kernels, sizes, processes: int, inject_kernels, inje
     # the file's detection table stays until a new trial replaces it (or joins it)
     keep = {k: old.doc[k] for k in ("shares", "trials", "detection", "summary", "gate")
             if old is not None and k in old.doc}
-    calibration_file.save(out_dir, machine, {**base, "noise": rows, "detection": [], "summary": [],
-                                        **keep})
+    calibration_file.save(out_dir, machine, {**base, "noise": rows, "detection": [],
+                                             "summary": [], **keep})
     if cut:
         raise KeyboardInterrupt     # no trials on noise the run did not finish
     if trials:
