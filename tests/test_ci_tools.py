@@ -708,6 +708,14 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
             (ROOT / "kernels" / reg[name].file).read_text()
     assert "#define SPIN_PPM 12000" in (work / "kernels" / reg["14_bf16_wgmma_tma"].file).read_text()
     assert ts.WORK_HOOKS["09_cp_async_pipeline"] == ts.HOOKS["09_cp_async_pipeline"]   # its tail wait
+    both = tmp_path / "both"   # 07=FMAS+PPM: its FFMAs and a tail wait after its tile
+    shutil.copytree(ROOT / "kernels", both / "kernels")
+    ts.set_spin(both, ["07_bank_conflict_free=6+7000"], ts.WORK_HOOKS)
+    src = (both / "kernels" / "07_bank_conflict_free.cu").read_text()
+    assert "#define SPIN_FMAS 6" in src and "#define SPIN_PPM 7000" in src
+    assert src.count("SPIN_WORK(spin_acc_);") == 1 and src.count("SPIN_TAIL(spin_t0_);") == 1
+    with pytest.raises(SystemExit, match="tail wait beside FFMAs"):   # 05 has no tail hook
+        ts.set_spin(tmp_path / "both", ["05_2d_blocktiling=6+7000"], ts.WORK_HOOKS)
     import tomllib      # a tuned kernel's twin runs the same tuned constants
     tables = tomllib.loads((work / "kernels" / "tuned" / "h200.toml").read_text())
     assert tables["14_bf16_wgmma_tma_nospin"] == tables["14_bf16_wgmma_tma"]

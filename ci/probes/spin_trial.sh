@@ -9,7 +9,8 @@
 # and OVERTIME its seconds, default 150 and 30),
 # while under DEADLINE_S. KSTEP=1: the wait in every K step of 05 and 07 instead (tailspin.py
 # --kstep), KS the kernels slowed (default: the four above; with KSTEP=1, 05 and 07). WORK=1:
-# more FFMAs in every K step of 05 and 07 (tailspin.py --work), 09's and 14's tail waits (KS: default those
+# more FFMAs in every K step of 05 and 07 (tailspin.py --work; 07 also a tail wait: 07=FMAS+PPM, so
+# that 8192, where its FFMAs cost nothing, slows too), 09's and 14's tail waits (KS: default those
 # three, 09 on request).
 # BASE=REV: the throwaway's parent (default HEAD), e.g. the newest commit whose measured code
 # is the newest recorded run's.
@@ -56,7 +57,7 @@ for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
 PY
 }
 if [ ! -f "$state/picks" ]; then
-  first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work05*) printf '%s=60 ' "$k";; --work07*) printf '%s=18 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
+  first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work05*) printf '%s=60 ' "$k";; --work07*) printf '%s=18+7000 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
   true_size first
   picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $mode $first) &&

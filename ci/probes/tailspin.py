@@ -17,7 +17,10 @@ in every K step slows each block's whole life, at every size, but its own clock 
 With --work, each thread of 05 and 07 instead does SPIN_FMAS more dependent FFMAs at the end of
 every full K step of the main loop (on a value the compiler cannot fold, kept alive by a store
 that never happens): more work of the kind the kernel already does, so the cost grows with
-SPIN_FMAS in steps of ~1/600 of a K step; 14 keeps its tail wait (SPIN_PPM).
+SPIN_FMAS in steps of ~1/600 of a K step; 09 and 14 keep their tail waits (SPIN_PPM). 07 takes
+both: KERNEL=FMAS+PPM adds the tail wait to its FFMAs (26 FFMAs alone made 07 slower by
+1.2 / 1.5 % at 2048 / 4096 but 0.8 % faster at 8192, where the tail wait, in many waves,
+costs what it says; at 2048 the tail costs nothing, one wave).
 
     tailspin.py set TREE [--kstep | --work] KERNEL=AMOUNT ...
                                            add the wait to each kernel (its default SPIN_PPM)
@@ -128,7 +131,8 @@ WORK_HOOKS = {
     "05_2d_blocktiling": [(LOOP_05, work(LOOP_05.replace("BK <= K; k0 += BK)\n", "BK <= K; k0 += BK) {\n", 1)
                                          + "        SPIN_WORK(spin_acc_);\n    }\n"), 0)],
     "07_bank_conflict_free": [(LOOP_07, work(LOOP_07.replace(
-        " step(ktail<false>{}, k0);\n", " { step(ktail<false>{}, k0); SPIN_WORK(spin_acc_); }\n")), 0)],
+        " step(ktail<false>{}, k0);\n", " { step(ktail<false>{}, k0); SPIN_WORK(spin_acc_); }\n")), 0),
+                              (MAIN_079, around(MAIN_079), 0)],
     "09_cp_async_pipeline": HOOKS["09_cp_async_pipeline"],
     "14_bf16_wgmma_tma": HOOKS["14_bf16_wgmma_tma"],
 }
@@ -136,13 +140,18 @@ AMOUNT = {"05_2d_blocktiling": "SPIN_FMAS", "07_bank_conflict_free": "SPIN_FMAS"
 
 
 def picks(specs):
-    return [(name, int(ppm)) for name, ppm in (s.split("=") for s in specs)]
+    """[(kernel, amount, tail ppm)]: KERNEL=AMOUNT, or KERNEL=FMAS+PPM (07 under --work)."""
+    out = []
+    for name, amount in (s.split("=") for s in specs):
+        first, _, tail = amount.partition("+")
+        out.append((name, int(first), int(tail or 0)))
+    return out
 
 
 def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
     reg = tree / "kernels" / "kernels.toml"
     toml = reg.read_text()
-    for name, ppm in picks(specs):
+    for name, ppm, tail in picks(specs):
         cu = tree / "kernels" / f"{name}.cu"
         src = cu.read_text()
         (tree / "kernels" / f"{name}_nospin.cu").write_text(src)   # the twin: the parent's code
@@ -152,8 +161,13 @@ def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
             src = replace_nth(src, old, new, nth)
         first = src.index("#ifndef")
         var = AMOUNT.get(name, "SPIN_PPM") if hooks is WORK_HOOKS else "SPIN_PPM"
-        cu.write_text(src[:first] + MACRO.replace(f"#define {var} 0", f"#define {var} {ppm}")
-                      + src[first:])
+        macro = MACRO.replace(f"#define {var} 0", f"#define {var} {ppm}")
+        if tail:
+            if var == "SPIN_PPM" or not any("SPIN_TAIL" in n for _, n, _ in hooks[name]):
+                raise SystemExit(f"tailspin.py: {name}={ppm}+{tail}: a second amount is a tail "
+                                 "wait beside FFMAs (--work, 07)")
+            macro = macro.replace("#define SPIN_PPM 0", f"#define SPIN_PPM {tail}")
+        cu.write_text(src[:first] + macro + src[first:])
         toml = toml.rstrip("\n") + "\n\n" + twin(entry_block(toml, name), name) + "\n"
         twin_tuned(tree, name)
     reg.write_text(toml)
@@ -186,7 +200,7 @@ def size(path, target: float, specs, fmas=()) -> None:
     """`fmas`: the kernels whose amount is a count of FFMAs (--work), not parts per million."""
     got = true_sizes(path)
     out = []
-    for name, ppm in picks(specs):
+    for name, ppm, tail in picks(specs):
         xs = sorted(v for (k, _), v in got.items() if k == name)
         now = xs[len(xs) // 2] if xs else 0.0
         scale = target / now if now > 0.05 else 3.0     # barely measurable: triple it
@@ -196,7 +210,8 @@ def size(path, target: float, specs, fmas=()) -> None:
         # (18 FFMAs cost 07 about 1-2 %, 54 cost it 12-17 %: 7cbe627 and 5729ed4's trials)
         scale = min(max(scale, 0.33), 1.5 if name in fmas else 3.0)
         lo, hi = (1, 256) if name in fmas else (1000, 100000)
-        out.append(f"{name}={max(lo, min(hi, round(ppm * scale)))}")
+        tail = f"+{max(1000, min(100000, round(tail * scale)))}" if tail else ""
+        out.append(f"{name}={max(lo, min(hi, round(ppm * scale)))}{tail}")
     print(" ".join(out))
 
 
