@@ -402,3 +402,14 @@ def test_a_results_directory_that_is_not_there_is_said_so(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli.main(["regress", "--results", str(tmp_path / "empty")]) == 2
     assert "holds no machine's results yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--processes", "1"], "--processes must be 0 (the file's noise) or at least 2"),
+    (["--shares", "0.01", "1.5"], "--shares must lie in (0, 1), got 1.5"),
+    (["--trials", "-1"], "--trials must be 0 or more, got -1"),
+])
+def test_gemm_calibrate_names_the_one_setting_that_is_wrong(args, says):
+    """Bad settings of gemm calibrate: the sentence names the one that is wrong, before any
+    GPU is asked for."""
+    one_sentence(run("calibrate", *args), says)

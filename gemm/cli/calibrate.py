@@ -68,10 +68,15 @@ def run(args) -> int:
     inject = _targets(args.inject_kernel) if args.inject_kernel else kernels[:3]
     for sizes in (args.sizes, args.inject_sizes):
         problems(sizes)   # bad sizes fail here, before anything runs
-    if (not all(0 < s < 1 for s in args.shares) or args.processes == 1 or args.processes < 0
-            or args.trials < 0):
-        raise UsageError("shares in (0, 1), --processes 0 (the file's noise) or >= 2, "
-                         "--trials >= 0")
+    bad = next((f"--shares must lie in (0, 1), got {s:g}" for s in args.shares if not 0 < s < 1),
+               None)
+    if bad is None and (args.processes == 1 or args.processes < 0):
+        bad = (f"--processes must be 0 (the file's noise) or at least 2 (an A/A spread needs "
+               f"two), got {args.processes}")
+    if bad is None and args.trials < 0:
+        bad = f"--trials must be 0 or more, got {args.trials}"
+    if bad:
+        raise UsageError(bad)
     if args.processes == 0 and args.trials == 0:
         raise UsageError("--processes 0 --trials 0 would measure nothing")
     ok, why = gpu_present()   # asked of `gemm measure --probe`, whose error line `why` is
