@@ -15,12 +15,23 @@ machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine 
   if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
 }
 SANITIZE_PASSES="memcheck racecheck synccheck"   # ci/memcheck.sh's passes, in order
-last_recorded() {  # the newest ancestor of HEAD (HEAD excluded) with a run recorded here
+last_recorded() {  # last_recorded [REV]: the newest ancestor of REV (default HEAD; REV excluded,
+  # every parent's line) with a run recorded here
   local m sha; m=$(machine)
-  for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
+  for sha in $(git rev-list --max-count=500 "${1:-HEAD}^@" 2>/dev/null); do
     if ls "$RESULTS/$m/${sha:0:8}"-*.json >/dev/null 2>&1; then echo "$sha"; return 0; fi
   done
   return 1
+}
+measured_change() {  # measured_change [REV]: why REV (default HEAD) counts as a change of measured
+  # code (gemm.track.codeid.MEASURED_BY) since its newest recorded ancestor; nothing (exit 1) if
+  # it does not
+  local rev=${1:-HEAD} paths prev
+  paths=$(python3 -c 'from gemm.track import codeid; print(" ".join(codeid.MEASURED_BY))') ||
+    { echo "codeid.MEASURED_BY unreadable"; return 0; }
+  prev=$(last_recorded "$rev") || { echo "no recorded ancestor"; return 0; }
+  git diff --quiet "$prev" "$rev" -- $paths && return 1
+  echo "measured code changed since ${prev:0:10}"
 }
 last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed every pass here
   # (its marker names them: one from before racecheck and synccheck, memcheck alone, does not count)

@@ -39,25 +39,25 @@ stage gate bash ci/gate.sh
 # most 180 s, at least 30 s (so a record that ends late can pass the deadline). Its rounds are
 # planned to fit (gemm.track.plan). A --budget in REGRESS_ARGS wins.
 # The memory check, when it runs (kernel or launch code changed), comes on top (memcheck about
-# 4 minutes; racecheck and synccheck about 40 s more on the H200: docs/ci.md).
+# 4 minutes; racecheck and synccheck about 40 s more on the H200: docs/ci.md): a commit that
+# changes a kernel takes some 11-12 minutes on the H200, one of unchanged code about 3.
 if stage record bash ci/record.sh; then
   # README.md's results table follows the history it was recorded into (tests/test_readme.py)
   [ "$RESULTS" = results ] && { gemm readme --results results > "$OUT/readme.log" 2>&1 ||
     echo "   readme: the results table was not rewritten (log: $OUT/readme.log)"; }
   case " ${REGRESS_ARGS:-} " in
     *" --budget"*) budget_args=(); echo "   regress: A/B budget from REGRESS_ARGS" ;;
-    *) measured=$(python3 -c 'from gemm.track import codeid; print(" ".join(codeid.MEASURED_BY))')
-       if prev=$(last_recorded) && git diff --quiet "$prev" HEAD -- $measured; then
+    *) if why=$(measured_change "${COMMIT:-HEAD}"); then
+         budget_args=()
+         echo "   regress: A/B budget gemm regress's own ($why)"
+       else
          left=$(( ${JOB_DEADLINE_S:-360} - SECONDS - 60 - 40 ))
          budget=$(( left > 180 ? 180 : left < 30 ? 30 : left ))
          budget_args=(--budget "$budget")
-         echo "   regress: A/B budget ${budget} s (measured code as at ${prev:0:10}; job deadline ${JOB_DEADLINE_S:-360} s, ${SECONDS} s spent)"
-       else
-         budget_args=()
-         echo "   regress: A/B budget gemm regress's own: measured code changed (since ${prev:0:10}; none: no recorded ancestor)"
+         echo "   regress: A/B budget ${budget} s (no measured code changed; job deadline ${JOB_DEADLINE_S:-360} s, ${SECONDS} s spent)"
        fi ;;
   esac
-  stage regress bash ci/regress.sh --all "${budget_args[@]}"
+  stage regress bash ci/regress.sh --all ${budget_args[@]+"${budget_args[@]}"}
   # why each confirmed DROP dropped (both builds, and the GPU's part where ncu answers), attached
   # to its rows in regress.json and the kept verdicts before publish and the summary (never fails)
   bash ci/explain.sh || true

@@ -323,37 +323,55 @@ def test_per_commit_summarises_whatever_failed():
 
 
 
-def test_last_recorded_is_the_newest_ancestor_with_a_run(tmp_path):
-    """ci/lib.sh's last_recorded (per-commit.sh's A/B budget rule asks whether the measured code
-    changed since it): HEAD's own run and runs of other branches do not count."""
+def test_the_a_b_budget_rule_asks_whether_measured_code_changed_since_the_last_recorded_run(tmp_path):
+    """ci/lib.sh: last_recorded is the newest ancestor with a run here (HEAD's own and other
+    branches' runs do not count; a merge's second parent does), and measured_change, which
+    per-commit.sh's A/B budget follows, says why a commit counts as a change of measured code
+    (none recorded, or a change under codeid.MEASURED_BY) and nothing for a change elsewhere."""
     repo = tmp_path / "repo"
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    shas = []
-    for i in range(3):
-        (repo / "f").write_text(str(i))
-        subprocess.run([*git, "add", "f"], check=True)
-        subprocess.run([*git, "commit", "-qm", str(i)], check=True)
-        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
-                                   check=True).stdout.strip())
+
+    def commit(path: str, text: str) -> str:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+        subprocess.run([*git, "add", path], check=True)
+        subprocess.run([*git, "commit", "-qm", path + text], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    shutil.copytree(ROOT / "ci", repo / "ci")           # lib.sh works in its own checkout
+    shutil.copytree(ROOT / "gemm", repo / "gemm")       # and reads codeid.MEASURED_BY there
+    subprocess.run([*git, "add", "ci", "gemm"], check=True)
+    a = commit("docs/a.md", "0")
+    b = commit("docs/a.md", "1")
     runs = repo / "results" / "h200"
     runs.mkdir(parents=True)
-    (repo / "ci").mkdir()
-    shutil.copy(ROOT / "ci" / "lib.sh", repo / "ci")     # it works in its own checkout
 
-    def last() -> str:
-        out = subprocess.run(["bash", "-c", "source ci/lib.sh >/dev/null; "
-                              "last_recorded"], cwd=repo, capture_output=True, text=True,
+    def sh(call: str) -> tuple[int, str]:
+        out = subprocess.run(["bash", "-c", f"source ci/lib.sh >/dev/null; {call}"], cwd=repo,
+                             capture_output=True, text=True,
                              env={**os.environ, "MACHINE": "h200", "RESULTS": "results"})
-        return out.stdout.strip() if out.returncode == 0 else "none"
+        return out.returncode, out.stdout.strip()
 
-    assert last() == "none"
-    (runs / f"{shas[2][:8]}-x.json").write_text("{}")     # HEAD's own
-    assert last() == "none"
-    (runs / f"{shas[0][:8]}-x.json").write_text("{}")
-    assert last() == shas[0]
-    (runs / f"{shas[1][:8]}-x.json").write_text("{}")
-    assert last() == shas[1]
+    assert sh("last_recorded")[0] == 1
+    assert sh("measured_change") == (0, "no recorded ancestor")
+    (runs / f"{b[:8]}-x.json").write_text("{}")          # HEAD's own run
+    assert sh("last_recorded")[0] == 1
+    (runs / f"{a[:8]}-x.json").write_text("{}")
+    assert sh("last_recorded") == (0, a)
+    assert sh("measured_change")[0] == 1                 # docs only since a: unchanged
+    c = commit("kernels/x.cu", "slower")
+    assert sh("last_recorded") == (0, b)                 # b's run, no longer HEAD's own
+    assert sh("measured_change") == (0, f"measured code changed since {b[:10]}")
+    assert sh(f"measured_change {b}")[0] == 1            # COMMIT=b: as at a
+    subprocess.run([*git, "checkout", "-q", "-b", "side", a], check=True)
+    d = commit("docs/b.md", "side")
+    (runs / f"{d[:8]}-x.json").write_text("{}")
+    subprocess.run([*git, "checkout", "-q", "main"], check=True)
+    subprocess.run([*git, "merge", "-q", "--no-edit", "side"], check=True)
+    assert sh("last_recorded") == (0, d)                 # the merged branch's run counts
+    assert c != d
 
 
 # --- the GPU workflow -------------------------------------------------------------------------
@@ -714,8 +732,13 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
     src = (both / "kernels" / "07_bank_conflict_free.cu").read_text()
     assert "#define SPIN_FMAS 6" in src and "#define SPIN_PPM 7000" in src
     assert src.count("SPIN_WORK(spin_acc_);") == 1 and src.count("SPIN_TAIL(spin_t0_);") == 1
+    before = (both / "kernels" / "05_2d_blocktiling.cu").read_text()
     with pytest.raises(SystemExit, match="tail wait beside FFMAs"):   # 05 has no tail hook
-        ts.set_spin(tmp_path / "both", ["05_2d_blocktiling=6+7000"], ts.WORK_HOOKS)
+        ts.set_spin(both, ["05_2d_blocktiling=6+7000"], ts.WORK_HOOKS)
+    assert (both / "kernels" / "05_2d_blocktiling.cu").read_text() == before   # nothing written
+    assert not (both / "kernels" / "05_2d_blocktiling_nospin.cu").exists()
+    plain = (work / "kernels" / "07_bank_conflict_free.cu").read_text()   # 07=6: no tail hook
+    assert "SPIN_TAIL(spin_t0_);" not in plain and "spin_t0_ = clock64()" not in plain
     import tomllib      # a tuned kernel's twin runs the same tuned constants
     tables = tomllib.loads((work / "kernels" / "tuned" / "h200.toml").read_text())
     assert tables["14_bf16_wgmma_tma_nospin"] == tables["14_bf16_wgmma_tma"]

@@ -131,12 +131,14 @@ WORK_HOOKS = {
     "05_2d_blocktiling": [(LOOP_05, work(LOOP_05.replace("BK <= K; k0 += BK)\n", "BK <= K; k0 += BK) {\n", 1)
                                          + "        SPIN_WORK(spin_acc_);\n    }\n"), 0)],
     "07_bank_conflict_free": [(LOOP_07, work(LOOP_07.replace(
-        " step(ktail<false>{}, k0);\n", " { step(ktail<false>{}, k0); SPIN_WORK(spin_acc_); }\n")), 0),
-                              (MAIN_079, around(MAIN_079), 0)],
+        " step(ktail<false>{}, k0);\n", " { step(ktail<false>{}, k0); SPIN_WORK(spin_acc_); }\n")), 0)],
     "09_cp_async_pipeline": HOOKS["09_cp_async_pipeline"],
     "14_bf16_wgmma_tma": HOOKS["14_bf16_wgmma_tma"],
 }
 AMOUNT = {"05_2d_blocktiling": "SPIN_FMAS", "07_bank_conflict_free": "SPIN_FMAS"}
+# --work, KERNEL=FMAS+PPM: the tail wait added beside the FFMAs (only where a PPM is given, so
+# KERNEL=FMAS builds the code earlier trials measured)
+WORK_TAILS = {"07_bank_conflict_free": [(MAIN_079, around(MAIN_079), 0)]}
 
 
 def picks(specs):
@@ -149,13 +151,18 @@ def picks(specs):
 
 
 def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
+    chosen = picks(specs)
+    for name, ppm, tail in chosen:   # checked before anything is written
+        if tail and not (hooks is WORK_HOOKS and name in WORK_TAILS):
+            raise SystemExit(f"tailspin.py: {name}={ppm}+{tail}: a second amount is a tail "
+                             f"wait beside FFMAs (--work, {', '.join(WORK_TAILS)})")
     reg = tree / "kernels" / "kernels.toml"
     toml = reg.read_text()
-    for name, ppm, tail in picks(specs):
+    for name, ppm, tail in chosen:
         cu = tree / "kernels" / f"{name}.cu"
         src = cu.read_text()
         (tree / "kernels" / f"{name}_nospin.cu").write_text(src)   # the twin: the parent's code
-        for old, new, nth in hooks[name]:
+        for old, new, nth in hooks[name] + (WORK_TAILS[name] if tail else []):
             if src.count(old) < nth + 1:
                 raise SystemExit(f"tailspin.py: {name} is not what the hook expects")
             src = replace_nth(src, old, new, nth)
@@ -163,9 +170,6 @@ def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
         var = AMOUNT.get(name, "SPIN_PPM") if hooks is WORK_HOOKS else "SPIN_PPM"
         macro = MACRO.replace(f"#define {var} 0", f"#define {var} {ppm}")
         if tail:
-            if var == "SPIN_PPM" or not any("SPIN_TAIL" in n for _, n, _ in hooks[name]):
-                raise SystemExit(f"tailspin.py: {name}={ppm}+{tail}: a second amount is a tail "
-                                 "wait beside FFMAs (--work, 07)")
             macro = macro.replace("#define SPIN_PPM 0", f"#define SPIN_PPM {tail}")
         cu.write_text(src[:first] + macro + src[first:])
         toml = toml.rstrip("\n") + "\n\n" + twin(entry_block(toml, name), name) + "\n"

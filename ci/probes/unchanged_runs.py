@@ -6,8 +6,8 @@ recorded in results/; docs/evidence.md has it per run.
 
     PYTHONPATH=. python3 ci/probes/unchanged_runs.py [results/h200] [verdicts] [--since SHA]
 """
+import argparse
 import json
-import sys
 from pathlib import Path
 
 from gemm.core import git
@@ -25,20 +25,23 @@ def main(root: str = "results/h200", kept: str = "verdicts", since: str | None =
     machine = Path(root).name
     runs, _ = load_runs(Path(root).parent, machine)
     shas = list(dict.fromkeys(r.commit for r in runs))
-    gpu = {r.commit: (json.loads(r.path.read_text()).get("gemm_host") or {})
-           .get("gpu_uuid", "?")[:12] for r in runs}
+    gpu = {r.commit: ((json.loads(r.path.read_text()).get("gemm_host") or {})
+                      .get("gpu_uuid") or "?")[:12] for r in runs}
     summaries = {d["commit"]: d["summary"] for d in verdicts.load_all(kept, machine)
                  if d.get("summary")}
+    first = 0     # rows from `since` on; "same" is still against the recorded commit before
     if since:
         full = git.run(".", "rev-parse", since).strip()
-        shas = shas[shas.index(full):] if full in shas else shas
+        if full not in shas:
+            raise SystemExit(f"unchanged_runs.py: {since} has no recorded run in {root}")
+        first = shas.index(full)
     print("| commit | GPU | measured code | ok | noise | improved | UNRESOLVED | DROP | "
           "candidates >= 2048 | of them UNRESOLVED | exit |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     unchanged = []
-    for prev, sha in zip([None] + shas, shas):
+    for i, (prev, sha) in enumerate(zip([None] + shas, shas)):
         summary = summaries.get(sha)
-        if summary is None:
+        if summary is None or i < first:
             continue
         same = prev is not None and git.returncode(
             ".", "diff", "--quiet", prev, sha, "--", *codeid.MEASURED_BY) == 0
@@ -62,6 +65,9 @@ def main(root: str = "results/h200", kept: str = "verdicts", since: str | None =
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--since")]
-    since = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--since=")), None)
-    main(*args, since=since)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root", nargs="?", default="results/h200")
+    ap.add_argument("kept", nargs="?", default="verdicts")
+    ap.add_argument("--since", help="list from this recorded commit on")
+    a = ap.parse_args()
+    main(a.root, a.kept, a.since)
