@@ -33,10 +33,11 @@ measured_change() {  # measured_change [REV]: why REV (default HEAD) counts as a
   git diff --quiet "$prev" "$rev" -- $paths && return 1
   echo "measured code changed since ${prev:0:10}"
 }
-last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded) that passed every pass here
-  # (its marker names them: one from before racecheck and synccheck, memcheck alone, does not count)
+last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded, every parent's line) that passed
+  # every pass here (its marker names them: one from before racecheck and synccheck, memcheck
+  # alone, does not count)
   local m sha; m=$(machine)
-  for sha in $(git rev-list --max-count=500 HEAD~1 2>/dev/null); do
+  for sha in $(git rev-list --max-count=500 "HEAD^@" 2>/dev/null); do
     if grep -qx "# passes: $SANITIZE_PASSES" "$VERDICTS/$m/memcheck/$sha" 2>/dev/null; then
       echo "$sha"; return 0
     fi

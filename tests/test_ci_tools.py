@@ -371,6 +371,12 @@ def test_the_a_b_budget_rule_asks_whether_measured_code_changed_since_the_last_r
     subprocess.run([*git, "checkout", "-q", "main"], check=True)
     subprocess.run([*git, "merge", "-q", "--no-edit", "side"], check=True)
     assert sh("last_recorded") == (0, d)                 # the merged branch's run counts
+    marks = repo / "verdicts" / "h200" / "memcheck"       # ... and so does its memory check
+    marks.mkdir(parents=True)
+    (marks / d).write_text("# passes: memcheck racecheck synccheck\n")
+    assert sh("last_memchecked") == (0, d)
+    (marks / d).write_text("# passes: memcheck\n")      # a marker from before the other two
+    assert sh("last_memchecked")[0] == 1
     assert c != d
 
 
