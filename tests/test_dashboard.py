@@ -263,3 +263,28 @@ def test_a_machine_selector_where_results_hold_several(tmp_path):
     assert "<section class='machine' data-machine='h200'>" in html
     assert (tmp_path / "html" / "series" / "h200" / "05_2d_blocktiling__1024.html").is_file()
     assert "class='v-none" in html and "class='v-ok" not in html   # nothing judged: no verdicts
+
+
+def test_a_series_page_shades_the_minimum_effect_the_gate_will_use(tmp_path):
+    """The band on a series page is the gate's own minimum effect for that series, from the
+    committed calibration (GateConfig.effect_for with its prior), not its size class's floor:
+    a power-bound TFLOPS series the gate can only judge at several % says so. Without a usable
+    calibration file it falls back to the floor."""
+    from gemm.record import series_page
+    from gemm.track import calibration
+    from gemm.track.gate import GateConfig
+    cal, why = calibration.load(ROOT / "calibration", MACHINE)
+    assert cal is not None, why
+    m = load_machine(ROOT / "results", ROOT / "verdicts", MACHINE)
+    wider = [(k, s, metric) for k, s in m.series("tflops") for metric in ("tflops",)
+             if GateConfig().effect_for(s, cal.prior(k, s, metric)) > GateConfig().effect_for(s)]
+    assert wider, "the committed calibration widens some series past their floor"
+    k, s, metric = wider[0]
+    want = GateConfig().effect_for(s, cal.prior(k, s, metric))
+    assert m.min_effect(k, s, metric) == want
+    assert f"&plusmn;{100 * want:g} %" in series_page.render(m, k, s)
+    bare = load_machine(ROOT / "results", ROOT / "verdicts", MACHINE, calibration_dir=tmp_path)
+    assert bare.calibration is None
+    assert bare.min_effect(k, s, metric) in (GateConfig().effect_for(s),) + tuple(
+        r.get("min_effect") for c in bare.commits
+        if (r := bare.row(c, k, s, metric)) and r.get("min_effect"))

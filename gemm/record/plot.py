@@ -4,7 +4,8 @@
   as the change against that series' own median (%), so a 1 % drop shows whatever the speed.
   Only commits with values at that size are drawn (no empty slots); the y range is the 2nd-98th
   percentile of the changes with a margin, so one spike does not flatten the rest (values off
-  it are written at the edge); the gate's minimum effect for the size is shaded, and its
+  it are written at the edge); the floor of the gate's minimum effect for the size is shaded
+  (a noisier series' own is wider: its series page shows it), and its
   DROP / UNRESOLVED verdicts (verdicts/<machine>/) ring the points they were given to.
   Each kernel has its own colour and marker; the cuBLAS configurations are grey-black, each
   with its own dash and marker.
@@ -75,7 +76,7 @@ def history_plot(plt, m, size: str, out: Path) -> Path | None:
     lo, hi = robust_limits(all_y, band)
     if band:
         ax.axhspan(-band, band, color="#e3f2fd", zorder=0,
-                   label=f"the gate's minimum effect at this size (+-{band:g} %)")
+                   label=f"the gate's floor at this size (+-{band:g} %; noisier series: wider)")
     ax.axhline(0, color="grey", lw=0.8)
     rung = {v: False for v in RINGS}
     for t, b, xs, ys, pts in lines:

@@ -56,6 +56,7 @@ class Machine:
     rows: dict = field(default_factory=dict)   # commit -> {(kernel, size, metric): row}
     gpus: dict = field(default_factory=dict)   # commit -> which GPU made its run (gemm_host)
     gpu_arch: str | None = None                # the model's sm_XY (results/<machine>/machine.json)
+    calibration: object = None                 # the gate's (gemm.track.calibration), if usable
 
     # --- the series ------------------------------------------------------------------
     def series(self, metric: str, baseline: bool = False) -> list[tuple[str, str]]:
@@ -131,7 +132,15 @@ class Machine:
         return kept.why(r.get("explanation")) if r and r.get("verdict") == "DROP" else ""
 
     def min_effect(self, kernel, size, metric) -> float | None:
-        """The series' minimum effect: the newest the gate kept, else its class's floor."""
+        """The series' minimum effect: the gate's, from the committed calibration (the same
+        function and file the next judgement uses), else the newest the gate kept, else its
+        class's floor."""
+        if self.calibration is not None:
+            from ..track.gate import GateConfig
+            try:
+                return GateConfig().effect_for(size, self.calibration.prior(kernel, size, metric))
+            except (ValueError, KeyError):
+                return None
         for c in reversed(self.commits):
             r = self.row(c, kernel, size, metric)
             if r and r.get("min_effect"):
@@ -175,7 +184,10 @@ def _gpu_arch(results, machine: str) -> str | None:
         return None
 
 
-def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None) -> Machine:
+def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None,
+                 calibration_dir=None) -> Machine:
+    """`calibration_dir`: where the gate's calibration/<machine>.json lies (default: beside
+    the results directory); a file the gate would not use is not used here either."""
     runs, _ = load_runs(results, machine)
     values: dict = {}
     commits, dates, gpus = [], {}, {}
@@ -202,6 +214,9 @@ def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None)
     m.rows = {c: _rows(f) for c, f in files.items()}
     m.gpus = gpus
     m.gpu_arch = _gpu_arch(results, machine)
+    from ..track import calibration
+    m.calibration, _ = calibration.load(calibration_dir or Path(results).parent / "calibration",
+                                        machine)
     return m
 
 
