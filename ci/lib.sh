@@ -15,13 +15,19 @@ machine() {  # the machine name: $MACHINE, else the GPU's (writes asv's machine 
   if [ -n "${MACHINE:-}" ]; then echo "$MACHINE"; else gemm machine; fi
 }
 SANITIZE_PASSES="memcheck racecheck synccheck"   # ci/memcheck.sh's passes, in order
-last_recorded() {  # last_recorded [REV]: the newest ancestor of REV (default HEAD; REV excluded,
-  # every parent's line) with a run recorded here
-  local m sha; m=$(machine)
-  for sha in $(git rev-list --max-count=500 "${1:-HEAD}^@" 2>/dev/null); do
-    if ls "$RESULTS/$m/${sha:0:8}"-*.json >/dev/null 2>&1; then echo "$sha"; return 0; fi
+newest_ancestor() {  # newest_ancestor REV TEST: the newest ancestor of REV (REV excluded, every
+  # parent's line) for which `TEST SHA` succeeds
+  local sha
+  for sha in $(git rev-list --max-count=500 "$1^@" 2>/dev/null); do
+    if "$2" "$sha"; then echo "$sha"; return 0; fi
   done
   return 1
+}
+last_recorded() {  # last_recorded [REV]: the newest ancestor of REV (default HEAD) with a run
+  # recorded here
+  local m; m=$(machine)
+  _has_run() { ls "$RESULTS/$m/${1:0:8}"-*.json >/dev/null 2>&1; }
+  newest_ancestor "${1:-HEAD}" _has_run
 }
 measured_change() {  # measured_change [REV]: why REV (default HEAD) counts as a change of measured
   # code (gemm.track.codeid.MEASURED_BY) since its newest recorded ancestor; nothing (exit 1) if
@@ -33,14 +39,9 @@ measured_change() {  # measured_change [REV]: why REV (default HEAD) counts as a
   git diff --quiet "$prev" "$rev" -- $paths && return 1
   echo "measured code changed since ${prev:0:10}"
 }
-last_memchecked() {  # the newest ancestor of HEAD (HEAD excluded, every parent's line) that passed
-  # every pass here (its marker names them: one from before racecheck and synccheck, memcheck
-  # alone, does not count)
-  local m sha; m=$(machine)
-  for sha in $(git rev-list --max-count=500 "HEAD^@" 2>/dev/null); do
-    if grep -qx "# passes: $SANITIZE_PASSES" "$VERDICTS/$m/memcheck/$sha" 2>/dev/null; then
-      echo "$sha"; return 0
-    fi
-  done
-  return 1
+last_memchecked() {  # the newest ancestor of HEAD that passed every pass here (its marker names
+  # them: one from before racecheck and synccheck, memcheck alone, does not count)
+  local m; m=$(machine)
+  _passed_all() { grep -qx "# passes: $SANITIZE_PASSES" "$VERDICTS/$m/memcheck/$1" 2>/dev/null; }
+  newest_ancestor HEAD _passed_all
 }

@@ -7,11 +7,11 @@ recorded in results/; docs/evidence.md has it per run.
     PYTHONPATH=. python3 ci/probes/unchanged_runs.py [results/h200] [verdicts] [--since SHA]
 """
 import argparse
-import json
 from pathlib import Path
 
 from gemm.core import git
 from gemm.core.problem import Problem, SizeClass
+from gemm.record.sitedata import gpu_of
 from gemm.store import verdicts
 from gemm.store.history import load_runs
 from gemm.track import codeid
@@ -25,8 +25,7 @@ def main(root: str = "results/h200", kept: str = "verdicts", since: str | None =
     machine = Path(root).name
     runs, _ = load_runs(Path(root).parent, machine)
     shas = list(dict.fromkeys(r.commit for r in runs))
-    gpu = {r.commit: ((json.loads(r.path.read_text()).get("gemm_host") or {})
-                      .get("gpu_uuid") or "?")[:12] for r in runs}
+    gpu = {r.commit: gpu_of(r.path) or "?" for r in runs}
     summaries = {d["commit"]: d["summary"] for d in verdicts.load_all(kept, machine)
                  if d.get("summary")}
     first = 0     # rows from `since` on; "same" is still against the recorded commit before

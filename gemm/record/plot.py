@@ -20,7 +20,7 @@ from pathlib import Path
 from ..core import stats
 from ..core.registry import label
 from ..store.history import HistoryError, resolve_machine
-from .sitedata import load_machine, min_effect_floor, robust_limits, size_order
+from .sitedata import load_machine, min_effect_for, robust_limits, size_order
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#393b79", "#00a087", "#e7ba52", "#c51b7d", "#fb9a99",
@@ -64,7 +64,7 @@ def history_plot(plt, m, size: str, out: Path) -> Path | None:
     if not cols:
         return None
     x_of = {c: i for i, c in enumerate(cols)}
-    band = 100 * (min_effect_floor(size) or 0)
+    band = 100 * (min_effect_for(size) or 0)
     fig, ax = plt.subplots(figsize=(13, 5.6))
     lines, all_y = [], []
     for t, b in series:

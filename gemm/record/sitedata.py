@@ -29,11 +29,12 @@ def size_order(s: str):
     return (len(dims) > 1, dims[0] if len(dims) == 1 else dims)
 
 
-def min_effect_floor(size: str) -> float | None:
-    """The gate's floor of the minimum effect for a size (its class's)."""
+def min_effect_for(size: str, prior=None) -> float | None:
+    """The gate's minimum effect at a size: its class's floor, or wider where the noise
+    `prior` (gemm.track.calibration) needs it; None for a size the gate cannot parse."""
     from ..track.gate import GateConfig
     try:
-        return GateConfig().effect_for(size)
+        return GateConfig().effect_for(size, prior)
     except (ValueError, KeyError):
         return None
 
@@ -136,16 +137,12 @@ class Machine:
         function and file the next judgement uses), else the newest the gate kept, else its
         class's floor."""
         if self.calibration is not None:
-            from ..track.gate import GateConfig
-            try:
-                return GateConfig().effect_for(size, self.calibration.prior(kernel, size, metric))
-            except (ValueError, KeyError):
-                return None
+            return min_effect_for(size, self.calibration.prior(kernel, size, metric))
         for c in reversed(self.commits):
             r = self.row(c, kernel, size, metric)
             if r and r.get("min_effect"):
                 return float(r["min_effect"])
-        return min_effect_floor(size)
+        return min_effect_for(size)
 
 
 def _rows(f: dict) -> dict:

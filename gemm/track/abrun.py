@@ -380,10 +380,9 @@ def carried(values: dict | None) -> tuple[list, list, list]:
     """Kept rounds (a verdict's effect values) as a Comparison's; none unless all are complete."""
     first, last, new, ks = ((values or {}).get(x) or [] for x in ("first", "last", "new", "k"))
     n = len(first)
-    def number(x, kind=(int, float)) -> bool:
-        return isinstance(x, kind) and not isinstance(x, bool) and x > 0 and math.isfinite(x)
     if not (n and len(last) == n == len(ks) and len(new) == 2 * n
-            and all(map(number, first + last + new)) and all(number(k, int) for k in ks)):
+            and all(map(abtest.usable, first + last + new))
+            and all(abtest.usable(k, int) for k in ks)):
         return [], [], []
     return [list(p) for p in zip(first, last)], [new[2 * j:2 * j + 2] for j in range(n)], list(ks)
 

@@ -77,11 +77,15 @@ def _values(got: dict, tree: Path) -> dict:
     return out
 
 
+def usable(x, kind=(int, float)) -> bool:
+    """A number the decision rule can take: positive and finite (a bool is not a number)."""
+    return isinstance(x, kind) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
 def _value(x) -> float | None:
-    """A value the decision rule can take (a positive, finite number), else None: a target
-    that measured 0, NaN or infinity failed there, as one that reported no value did."""
-    number = isinstance(x, (int, float)) and not isinstance(x, bool)
-    return x if number and math.isfinite(x) and x > 0 else None
+    """A measured value, else None: a target that measured 0, NaN or infinity failed there,
+    as one that reported no value did."""
+    return x if usable(x) else None
 
 
 def _seconds(v) -> float:
