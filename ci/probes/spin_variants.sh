@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Candidate slowdowns of one kernel, each measured against its _nospin twin (the parent's code)
+# in one CONFIRM process, for spin_trial.sh's picks where its one-step sizing cannot find one
+# (07 under --work: a tail wait beside its FFMAs made it 3-5 % faster, not slower).
+#   KERNEL=07_bank_conflict_free MODE=--work VARIANTS="26 36+10500 44+10500" bash ci/probes/spin_variants.sh
+# Prints each variant's true size at SIZES (default 2048 4096 8192) and the one nearest TARGET_PCT
+# (default 1) % at every size, none if no variant is slower by 0.6-3 % at all of them; with
+# PICKS_TEMPLATE (the other kernels' picks, "@" where this kernel's goes) and that variant found,
+# writes .probe/spin's picks for BASE (default HEAD), so spin_trial.sh starts at its trials.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+d=${OUT:?}; k=${KERNEL:?}; base=$(git rev-parse "${BASE:-HEAD}")
+SIZES=${SIZES:-2048 4096 8192}
+best=""; best_err=""
+for v in ${VARIANTS:?}; do
+  wt=/tmp/wt-variant-$v; rm -rf "$wt"; git worktree prune
+  git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || { echo "$v: no worktree"; continue; }
+  python3 ci/probes/tailspin.py set "$wt" ${MODE:-} "$k=$v" >/dev/null || { echo "$v: not set"; continue; }
+  (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm bench -k "$k" -k "${k}_nospin" \
+    --sizes $SIZES --policy confirm --json "$d/variant-$v.json" > "$d/variant-$v.log" 2>&1)
+  err=$(python3 - "$d/variant-$v.json" "$v" "${TARGET_PCT:-1}" <<'PY'
+import sys
+sys.path.insert(0, "ci/probes")
+from tailspin import true_sizes
+try:
+    got = true_sizes(sys.argv[1])
+except Exception as e:
+    print(f"variant {sys.argv[2]}: no true size ({e})", file=sys.stderr); sys.exit(0)
+slow = list(got.values())   # positive: slower
+print(f"variant {sys.argv[2]}: " + ", ".join(f"{s}: {-v:+.2f} %" for (_, s), v in sorted(got.items())),
+      file=sys.stderr)
+if slow and all(0.6 <= s <= 3 for s in slow):
+    print(max(abs(s - float(sys.argv[3])) for s in slow))
+PY
+)
+  if [ -n "$err" ] && { [ -z "$best_err" ] || python3 -c "import sys; sys.exit(not $err < $best_err)"; }; then
+    best=$v; best_err=$err
+  fi
+done
+[ -n "$best" ] || { echo "no variant slower by 0.6-3 % at every size"; exit 1; }
+echo "nearest ${TARGET_PCT:-1} %: $k=$best (at most $best_err points off)"
+if [ -n "${PICKS_TEMPLATE:-}" ]; then
+  rm -rf .probe/spin; mkdir -p .probe/spin/runs
+  echo "$base${MODE:-}" > .probe/spin/base; echo "${PICKS_TEMPLATE//@/$best}" > .probe/spin/picks
+  echo "picks: $(cat .probe/spin/picks)"
+fi
