@@ -46,7 +46,9 @@ def main(root: str = "results/h200", kept: str = "verdicts", since: str | None =
             ".", "diff", "--quiet", prev, sha, "--", *codeid.MEASURED_BY) == 0
         counts = summary.get("counts") or {}
         rows = [r for r in summary.get("rows") or [] if large(r["size"])]
-        cands = [r for r in rows if r.get("verdict") in ("noise", "UNRESOLVED", "DROP")]
+        # the A/B's: a confirmed speed-up is "improved" with its effects (since abreport.DECIDED)
+        cands = [r for r in rows if r.get("verdict") in ("noise", "UNRESOLVED", "DROP")
+                 or r.get("verdict") == "improved" and r.get("effects")]
         open_ = [r for r in cands if r["verdict"] == "UNRESOLVED"]
         print(f"| {sha[:10]} | {gpu.get(sha)} | {'same' if same else 'changed'} | "
               + " | ".join(str(counts.get(v, 0)) for v in ("ok", "noise", "improved",

@@ -10,7 +10,10 @@ from .abrun import Comparison, State, Stop
 from .gate import Row, Verdict
 
 LEAD = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
-        Verdict.UNRESOLVED: "unresolved", Verdict.FAILED: "failed"}
+        Verdict.IMPROVED: "confirmed faster", Verdict.UNRESOLVED: "unresolved",
+        Verdict.FAILED: "failed"}
+# a decided comparison's outcome as its row's verdict (SAME and NOT_SLOWER: noise)
+DECIDED = {decision.DROP: Verdict.DROP, decision.FASTER: Verdict.IMPROVED}
 
 
 def rounds_needed(ab, r: Row, e) -> int | None:
@@ -59,8 +62,9 @@ def finish(ab, machine=None, clocks=None) -> None:
         if new:
             r.ab_new = stats.median(new)
         verdicts, parts = zip(*(_comparison(ab, c, machine, clocks) for c in comps))
-        r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED)
-                          if v in verdicts), Verdict.NOISE)
+        r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED,
+                                      Verdict.NOISE, Verdict.IMPROVED) if v in verdicts),
+                         Verdict.NOISE)
         r.note = f"{LEAD[r.verdict]}: " + "; ".join(parts)
 
 
@@ -88,7 +92,7 @@ def _comparison(ab, c: Comparison, machine, clocks=None) -> tuple[Verdict | None
         r.ab_reference = stats.median(ref)
     e = ab.estimate(c)      # None without a complete round here or with a failed value
     if c.state is State.DECIDED:
-        verdict = Verdict.DROP if e.verdict == decision.DROP else Verdict.NOISE
+        verdict = DECIDED.get(e.verdict, Verdict.NOISE)
         status = why = e.verdict
     elif c.state is State.MOOT:     # its row is a DROP by another comparison
         verdict, status, why = None, "MOOT", c.why

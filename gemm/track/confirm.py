@@ -135,7 +135,8 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new
-            and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.UNRESOLVED)):
+            and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.IMPROVED,
+                                         Verdict.UNRESOLVED)):
         r.verdict = Verdict(old["verdict"])
         r.ab_reference, r.ab_new = old.get("ab_reference"), old.get("ab_new")
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
