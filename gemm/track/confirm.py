@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .codeid import HARNESS, same_code
+from .codeid import same_code
 from ..machine import nvml
 from ..store import verdicts
 from . import abreport, abtest, plan
@@ -125,9 +125,8 @@ def _to_measure(r: Row) -> list[str]:
 
 
 def _identical_note(r: Row) -> str:
-    return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git: no "
-            f"change to {', '.join(HARNESS)} or {r.kernel}'s build in kernels/), so no "
-            "A/B: the machine, not the code")
+    return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git), so "
+            "no A/B: the machine, not the code")
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:
