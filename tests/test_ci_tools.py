@@ -738,6 +738,23 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
     src = (both / "kernels" / "07_bank_conflict_free.cu").read_text()
     assert "#define SPIN_FMAS 6" in src and "#define SPIN_PPM 7000" in src
     assert src.count("SPIN_WORK(spin_acc_);") == 1 and src.count("SPIN_TAIL(spin_t0_);") == 1
+    end = tmp_path / "end"   # 07=FMAS@end: the FFMAs after the main loop, the loop untouched
+    shutil.copytree(ROOT / "kernels", end / "kernels")
+    ts.set_spin(end, ["07_bank_conflict_free=8@end"], ts.WORK_HOOKS)
+    src = (end / "kernels" / "07_bank_conflict_free.cu").read_text()
+    loop = src[src.index("for (; k0 + BK <= K; k0 += BK)"):]
+    assert "#define SPIN_FMAS 8" in src and "#define SPIN_PPM 0" in src
+    assert loop.index("step(ktail<false>{}, k0);\n") < loop.index("SPIN_WORK(spin_acc_)") \
+        < loop.index("spin_acc_ == 1234.5f") < loop.index("if (k0 < K)")
+    assert "SPIN_WORK" not in loop[:loop.index("\n")]
+    with pytest.raises(SystemExit):
+        ts.set_spin(tmp_path / "x", ["07_bank_conflict_free=8@end+7000"], ts.WORK_HOOKS)
+    with pytest.raises(SystemExit):
+        ts.set_spin(tmp_path / "x", ["05_2d_blocktiling=8@end"], ts.WORK_HOOKS)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ts.size(tmp_path / "true.json", 1.0, ["07_bank_conflict_free=8@end"], ts.AMOUNT)
+    assert out.getvalue().split() == ["07_bank_conflict_free=12@end"]   # unmeasured: x1.5
     before = (both / "kernels" / "05_2d_blocktiling.cu").read_text()
     with pytest.raises(SystemExit, match="tail wait beside FFMAs"):   # 05 has no tail hook
         ts.set_spin(both, ["05_2d_blocktiling=6+7000"], ts.WORK_HOOKS)

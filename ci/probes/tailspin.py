@@ -139,30 +139,43 @@ AMOUNT = {"05_2d_blocktiling": "SPIN_FMAS", "07_bank_conflict_free": "SPIN_FMAS"
 # --work, KERNEL=FMAS+PPM: the tail wait added beside the FFMAs (only where a PPM is given, so
 # KERNEL=FMAS builds the code earlier trials measured)
 WORK_TAILS = {"07_bank_conflict_free": [(MAIN_079, around(MAIN_079), 0)]}
+# --work, KERNEL=FMAS@end: the same FFMAs per full K step, all run after the main loop (one
+# dependent chain of K / BK x FMAS), so the loop's code is the parent's: 07's FFMAs inside it
+# changed its cost nonlinearly per size, and a tail wait beside them made it faster
+WORK_ENDS = {"07_bank_conflict_free": [(LOOP_07, work(
+    LOOP_07 + "    for (int spin_s_ = 0; spin_s_ < K / BK; ++spin_s_) SPIN_WORK(spin_acc_);\n"), 0)]}
 
 
 def picks(specs):
-    """[(kernel, amount, tail ppm)]: KERNEL=AMOUNT, or KERNEL=FMAS+PPM (07 under --work)."""
+    """[(kernel, amount, tail ppm, "@end" or "")]: KERNEL=AMOUNT, or under --work
+    KERNEL=FMAS+PPM or KERNEL=FMAS@end (07)."""
     out = []
     for name, amount in (s.split("=") for s in specs):
         first, _, tail = amount.partition("+")
-        out.append((name, int(first), int(tail or 0)))
+        first, at, where = first.partition("@")
+        if at and where != "end":
+            raise SystemExit(f"tailspin.py: {name}={amount}: the only place is @end")
+        out.append((name, int(first), int(tail or 0), at + where))
     return out
 
 
 def set_spin(tree: Path, specs, hooks=HOOKS) -> None:
     chosen = picks(specs)
-    for name, ppm, tail in chosen:   # checked before anything is written
+    for name, ppm, tail, end in chosen:   # checked before anything is written
         if tail and not (hooks is WORK_HOOKS and name in WORK_TAILS):
             raise SystemExit(f"tailspin.py: {name}={ppm}+{tail}: a second amount is a tail "
                              f"wait beside FFMAs (--work, {', '.join(WORK_TAILS)})")
+        if end and not (hooks is WORK_HOOKS and name in WORK_ENDS and not tail):
+            raise SystemExit(f"tailspin.py: {name}={ppm}@end: FFMAs after the loop, alone "
+                             f"(--work, {', '.join(WORK_ENDS)})")
     reg = tree / "kernels" / "kernels.toml"
     toml = reg.read_text()
-    for name, ppm, tail in chosen:
+    for name, ppm, tail, end in chosen:
         cu = tree / "kernels" / f"{name}.cu"
         src = cu.read_text()
         (tree / "kernels" / f"{name}_nospin.cu").write_text(src)   # the twin: the parent's code
-        for old, new, nth in hooks[name] + (WORK_TAILS[name] if tail else []):
+        for old, new, nth in ((WORK_ENDS if end else hooks)[name]
+                              + (WORK_TAILS[name] if tail else [])):
             if src.count(old) < nth + 1:
                 raise SystemExit(f"tailspin.py: {name} is not what the hook expects")
             src = replace_nth(src, old, new, nth)
@@ -204,7 +217,7 @@ def size(path, target: float, specs, fmas=()) -> None:
     """`fmas`: the kernels whose amount is a count of FFMAs (--work), not parts per million."""
     got = true_sizes(path)
     out = []
-    for name, ppm, tail in picks(specs):
+    for name, ppm, tail, end in picks(specs):
         xs = sorted(v for (k, _), v in got.items() if k == name)
         now = xs[len(xs) // 2] if xs else 0.0
         scale = target / now if now > 0.05 else 3.0     # barely measurable: triple it
@@ -215,7 +228,7 @@ def size(path, target: float, specs, fmas=()) -> None:
         scale = min(max(scale, 0.33), 1.5 if name in fmas else 3.0)
         lo, hi = (1, 256) if name in fmas else (1000, 100000)
         tail = f"+{max(1000, min(100000, round(tail * scale)))}" if tail else ""
-        out.append(f"{name}={max(lo, min(hi, round(ppm * scale)))}{tail}")
+        out.append(f"{name}={max(lo, min(hi, round(ppm * scale)))}{end}{tail}")
     print(" ".join(out))
 
 
