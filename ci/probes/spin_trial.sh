@@ -20,11 +20,14 @@
 # Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
 # .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
 # base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the newest trial with a DROP.
+# STATE=DIR (default .probe/spin) keeps a second series of trials beside the first: e.g. 07 at 8192
+# with its own change (07's cost per size follows no single change: docs/evidence.md), KS and
+# SIZES narrowed to it.
 # For ci/device-run.sh: EXTRAS=probe PROBE_CMD="bash ci/probes/spin_trial.sh"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 d=${OUT:?}; t0=$SECONDS
-state=.probe/spin; mkdir -p "$state/runs"
+state=${STATE:-.probe/spin}; mkdir -p "$state/runs"
 base=$(git rev-parse "${BASE:-HEAD}"); wt=/tmp/wt-tailspin; h=/tmp/tailspin-hist
 if [ "${KSTEP:-0}" = 1 ]; then mode=--kstep; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free"}
 elif [ "${WORK:-0}" = 1 ]; then mode=--work; KS=${KS:-"05_2d_blocktiling 07_bank_conflict_free 14_bf16_wgmma_tma"}

@@ -6,7 +6,8 @@
 # Prints each variant's true size at SIZES (default 2048 4096 8192) and the one nearest TARGET_PCT
 # (default 1) % at every size, none if no variant is slower by 0.6-3 % at all of them; with
 # PICKS_TEMPLATE (the other kernels' picks, "@" where this kernel's goes) and that variant found,
-# writes .probe/spin's picks for BASE (default HEAD), so spin_trial.sh starts at its trials.
+# writes the picks for BASE (default HEAD) into STATE (default .probe/spin), so spin_trial.sh
+# starts at its trials.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 d=${OUT:?}; k=${KERNEL:?}; base=$(git rev-parse "${BASE:-HEAD}")
@@ -40,7 +41,7 @@ done
 [ -n "$best" ] || { echo "no variant slower by 0.6-3 % at every size"; exit 1; }
 echo "nearest ${TARGET_PCT:-1} %: $k=$best (at most $best_err points off)"
 if [ -n "${PICKS_TEMPLATE:-}" ]; then
-  rm -rf .probe/spin; mkdir -p .probe/spin/runs
-  echo "$base${MODE:-}" > .probe/spin/base; echo "${PICKS_TEMPLATE//@/$best}" > .probe/spin/picks
-  echo "picks: $(cat .probe/spin/picks)"
+  st=${STATE:-.probe/spin}; rm -rf "$st"; mkdir -p "$st/runs"
+  echo "$base${MODE:-}" > "$st/base"; echo "${PICKS_TEMPLATE//@/$best}" > "$st/picks"
+  echo "picks: $(cat "$st/picks")"
 fi
