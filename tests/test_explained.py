@@ -216,6 +216,21 @@ def test_show_prints_why_under_an_explained_drop(tmp_path):
     assert out.stdout.startswith("gate on h200: commit ")
 
 
+def test_show_prints_the_ab_of_an_improved_series_not_the_screens(tmp_path):
+    """An "improved" row the A/B decided (it has effects) is shown with its note, as noise
+    is; one the screen alone called improved is not."""
+    report = tmp_path / "regress.json"
+    report.write_text(json.dumps({"schema": "gemm.regress/1", "commit": NEW, "machine": "h200",
+                                  "exit": 0, "counts": {"improved": 2}, "rows": [
+                                      row("07_bank_conflict_free", "4096", "tflops", "improved",
+                                          effects=[{"verdict": "FASTER"}]),
+                                      row("05_2d_blocktiling", "4096", "tflops", "improved")]}))
+    out = _gemm("show", str(report))
+    assert out.returncode == 0, out.stderr
+    assert "  07_bank_conflict_free 4096 tflops (min effect 1.0 %): improved" in out.stdout
+    assert "05_2d_blocktiling 4096" not in out.stdout
+
+
 def test_summary_says_why_under_the_failing_series(tmp_path):
     rows = [row("09_cp_async_pipeline", "4096", "tflops", "DROP",
                 explanation=explanation("x | <y>", mode="gpu")),

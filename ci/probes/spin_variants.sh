@@ -4,7 +4,7 @@
 # (07 under --work: a tail wait beside its FFMAs made it 3-5 % faster, not slower).
 #   KERNEL=07_bank_conflict_free MODE=--work VARIANTS="26 36+10500 44+10500" bash ci/probes/spin_variants.sh
 # Prints each variant's true size at SIZES (default 2048 4096 8192) and the one nearest TARGET_PCT
-# (default 1) % at every size, none if no variant is slower by 0.6-3 % at all of them; with
+# (default 1) % at every size, none if no variant is slower by 0.6-3 times that at all of them; with
 # PICKS_TEMPLATE (the other kernels' picks, "@" where this kernel's goes) and that variant found,
 # writes the picks for BASE (default HEAD) into STATE (default .probe/spin), so spin_trial.sh
 # starts at its trials.
@@ -19,7 +19,7 @@ for v in ${VARIANTS:?}; do
   python3 ci/probes/tailspin.py set "$wt" ${MODE:-} "$k=$v" >/dev/null || { echo "$v: not set"; continue; }
   (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm bench -k "$k" -k "${k}_nospin" \
     --sizes $SIZES --policy confirm --json "$d/variant-$v.json" > "$d/variant-$v.log" 2>&1)
-  err=$(python3 - "$d/variant-$v.json" "$v" "${TARGET_PCT:-1}" <<'PY'
+  err=$(python3 - "$d/variant-$v.json" "$v" "${TARGET_PCT:-1}" "$SIZES" <<'PY'
 import sys
 sys.path.insert(0, "ci/probes")
 from tailspin import true_sizes
@@ -30,18 +30,23 @@ except Exception as e:
 slow = list(got.values())   # positive: slower
 print(f"variant {sys.argv[2]}: " + ", ".join(f"{s}: {-v:+.2f} %" for (_, s), v in sorted(got.items())),
       file=sys.stderr)
-if slow and all(0.6 <= s <= 3 for s in slow):
-    print(max(abs(s - float(sys.argv[3])) for s in slow))
+target = float(sys.argv[3])
+if ({s for _, s in got} == set(sys.argv[4].split())   # every size measured
+        and all(0.6 * target <= s <= 3 * target for s in slow)):
+    print(max(abs(s - target) for s in slow))
 PY
 )
+  rm -rf "$wt"; git worktree prune
   if [ -n "$err" ] && { [ -z "$best_err" ] || python3 -c "import sys; sys.exit(not $err < $best_err)"; }; then
     best=$v; best_err=$err
   fi
 done
-[ -n "$best" ] || { echo "no variant slower by 0.6-3 % at every size"; exit 1; }
+[ -n "$best" ] || { echo "no variant slower by 0.6-3 times ${TARGET_PCT:-1} % at every size"; exit 1; }
 echo "nearest ${TARGET_PCT:-1} %: $k=$best (at most $best_err points off)"
 if [ -n "${PICKS_TEMPLATE:-}" ]; then
-  st=${STATE:-.probe/spin}; rm -rf "$st"; mkdir -p "$st/runs"
+  st=${STATE:-.probe/spin}
+  case $st in .probe/?*) ;; *) echo "STATE must be a folder under .probe/, got $st"; exit 2;; esac
+  rm -rf "$st"; mkdir -p "$st/runs"
   echo "$base${MODE:-}" > "$st/base"; echo "${PICKS_TEMPLATE//@/$best}" > "$st/picks"
   echo "picks: $(cat "$st/picks")"
 fi

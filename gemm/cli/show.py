@@ -158,7 +158,7 @@ def _show_regress(doc: dict, title: str | None = None, full: bool = False) -> No
             print(f"    {line}")
     explained = set()
     for r in doc["rows"]:
-        if r["verdict"] not in ("ok", "new", "improved"):
+        if r["verdict"] not in ("ok", "new", "improved") or r.get("effects"):   # A/B's too
             effect = (f" (min effect {100 * r['min_effect']:.1f} %)"
                       if r.get("min_effect") is not None else "")
             print(f"  {r['kernel']} {r['size']} {r['metric']}{effect}: {r['verdict']} "

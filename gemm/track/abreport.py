@@ -10,9 +10,10 @@ from .abrun import Comparison, State, Stop
 from .gate import Row, Verdict
 
 LEAD = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
-        Verdict.IMPROVED: "confirmed faster", Verdict.UNRESOLVED: "unresolved",
+        Verdict.IMPROVED: "faster", Verdict.UNRESOLVED: "unresolved",
         Verdict.FAILED: "failed"}
-# a decided comparison's outcome as its row's verdict (SAME and NOT_SLOWER: noise)
+# a decided comparison's outcome as its row's verdict (SAME and NOT_SLOWER: noise). FASTER is
+# "improved", as the screen's own is, not "confirmed": it may rest on one round (a DROP may not)
 DECIDED = {decision.DROP: Verdict.DROP, decision.FASTER: Verdict.IMPROVED}
 
 
