@@ -20,6 +20,8 @@
 # Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
 # .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
 # base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the newest trial with a DROP.
+# TRUE_MODE=sustained times the true size after 2 s of back-to-back launches of each function
+# (14's twin and its A/B disagreed at 8192 in the default hot mode: docs/evidence.md).
 # STATE=DIR (default .probe/spin) keeps a second series of trials beside the first: e.g. 07 at 8192
 # with its own change (07's cost per size follows no single change: docs/evidence.md), KS and
 # SIZES narrowed to it.
@@ -49,7 +51,7 @@ make_spin() {  # make_spin PICKS: the throwaway commit in $wt, the same for the 
 true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin twins, one process
   local ks=(); for k in $KS; do ks+=(-k "$k" -k "${k}_nospin"); done
   # CONFIRM (5 operand placements): one SUITE process read noise as the size at 2026-12-02
-  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-${TRUE_SIZES:-$SIZES}} --policy "${TRUE_POLICY:-confirm}" \
+  in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-${TRUE_SIZES:-$SIZES}} --policy "${TRUE_POLICY:-confirm}" ${TRUE_MODE:+--mode "$TRUE_MODE"} \
     --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
   python3 - "$d/true-$1.json" "$1" <<'PY'
 import json, sys

@@ -3,6 +3,7 @@
 # in one CONFIRM process, for spin_trial.sh's picks where its one-step sizing cannot find one
 # (07 under --work: a tail wait beside its FFMAs made it 3-5 % faster, not slower).
 #   KERNEL=07_bank_conflict_free MODE=--work VARIANTS="26 36+10500 44+10500" bash ci/probes/spin_variants.sh
+# TRUE_MODE=sustained: timed after 2 s of back-to-back launches (gemm bench --mode).
 # Prints each variant's true size at SIZES (default 2048 4096 8192) and the one nearest TARGET_PCT
 # (default 1) % at every size, none if no variant is slower by 0.6-3 times that at all of them; with
 # PICKS_TEMPLATE (the other kernels' picks, "@" where this kernel's goes) and that variant found,
@@ -18,7 +19,7 @@ for v in ${VARIANTS:?}; do
   git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || { echo "$v: no worktree"; continue; }
   python3 ci/probes/tailspin.py set "$wt" ${MODE:-} "$k=$v" >/dev/null || { echo "$v: not set"; continue; }
   (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm bench -k "$k" -k "${k}_nospin" \
-    --sizes $SIZES --policy confirm --json "$d/variant-$v.json" > "$d/variant-$v.log" 2>&1)
+    --sizes $SIZES --policy confirm ${TRUE_MODE:+--mode "$TRUE_MODE"} --json "$d/variant-$v.json" > "$d/variant-$v.log" 2>&1)
   err=$(python3 - "$d/variant-$v.json" "$v" "${TARGET_PCT:-1}" "$SIZES" <<'PY'
 import sys
 sys.path.insert(0, "ci/probes")
