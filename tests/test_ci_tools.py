@@ -755,6 +755,21 @@ def test_tailspin_hooks_every_kernel_it_names_and_sizes_from_the_true_size(tmp_p
     with contextlib.redirect_stdout(out):
         ts.size(tmp_path / "true.json", 1.0, ["07_bank_conflict_free=8@end"], ts.AMOUNT)
     assert out.getvalue().split() == ["07_bank_conflict_free=12@end"]   # unmeasured: x1.5
+    # nearest: the variant within 0.6-3 times the target at every asked size, nearest at its worst
+    def variant(path, times):
+        path.write_text(json.dumps({"records": [
+            r for s, t in times.items() for r in (
+                {"status": "ok", "kernel": "07_bank_conflict_free", "size": s,
+                 "kernel_time": {"samples_s": [t]}},
+                {"status": "ok", "kernel": "07_bank_conflict_free_nospin", "size": s,
+                 "kernel_time": {"samples_s": [1.0]}})]}))
+        return path
+    near = variant(tmp_path / "a.json", {"2048": 1.01, "4096": 1.012})
+    far = variant(tmp_path / "b.json", {"2048": 1.01, "4096": 1.025})
+    wide = variant(tmp_path / "c.json", {"2048": 1.01, "4096": 1.04})   # 3.8 %: past 3 times
+    assert ts.nearest(1.0, ["2048", "4096"], {"26": str(far), "34": str(near), "42": str(wide)}) == "34"
+    assert ts.nearest(1.0, ["2048", "4096", "8192"], {"34": str(near)}) is None   # 8192 unmeasured
+    assert ts.nearest(1.0, ["2048", "4096"], {"42": str(wide)}) is None
     before = (both / "kernels" / "05_2d_blocktiling.cu").read_text()
     with pytest.raises(SystemExit, match="tail wait beside FFMAs"):   # 05 has no tail hook
         ts.set_spin(both, ["05_2d_blocktiling=6+7000"], ts.WORK_HOOKS)

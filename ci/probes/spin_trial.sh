@@ -53,13 +53,7 @@ true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin
   # CONFIRM (5 operand placements): one SUITE process read noise as the size at 2026-12-02
   in_wt python3 -m gemm bench "${ks[@]}" --sizes ${2:-${TRUE_SIZES:-$SIZES}} --policy "${TRUE_POLICY:-confirm}" ${TRUE_MODE:+--mode "$TRUE_MODE"} \
     --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
-  python3 - "$d/true-$1.json" "$1" <<'PY'
-import json, sys
-sys.path.insert(0, "ci/probes")
-from tailspin import true_sizes
-for (k, s), v in sorted(true_sizes(sys.argv[1]).items()):
-    print(f"true size ({sys.argv[2]}): {k} at {s}: {-v:+.2f} % (kernel time, against its twin)")
-PY
+  python3 ci/probes/tailspin.py show "$d/true-$1.json" "$1"
 }
 if [ ! -f "$state/picks" ]; then
   first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work05*) printf '%s=60 ' "$k";; --work07*) printf '%s=18+7000 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}

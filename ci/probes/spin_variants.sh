@@ -13,37 +13,19 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 d=${OUT:?}; k=${KERNEL:?}; base=$(git rev-parse "${BASE:-HEAD}")
 SIZES=${SIZES:-2048 4096 8192}
-best=""; best_err=""
+measured=()
 for v in ${VARIANTS:?}; do
   wt=/tmp/wt-variant-$v; rm -rf "$wt"; git worktree prune
   git worktree add -f --detach "$wt" "$base" >/dev/null 2>&1 || { echo "$v: no worktree"; continue; }
   python3 ci/probes/tailspin.py set "$wt" ${MODE:-} "$k=$v" >/dev/null || { echo "$v: not set"; continue; }
   (cd "$wt" && PYTHONPATH="$wt${PYTHONPATH:+:$PYTHONPATH}" python3 -m gemm bench -k "$k" -k "${k}_nospin" \
     --sizes $SIZES --policy confirm ${TRUE_MODE:+--mode "$TRUE_MODE"} --json "$d/variant-$v.json" > "$d/variant-$v.log" 2>&1)
-  err=$(python3 - "$d/variant-$v.json" "$v" "${TARGET_PCT:-1}" "$SIZES" <<'PY'
-import sys
-sys.path.insert(0, "ci/probes")
-from tailspin import true_sizes
-try:
-    got = true_sizes(sys.argv[1])
-except Exception as e:
-    print(f"variant {sys.argv[2]}: no true size ({e})", file=sys.stderr); sys.exit(0)
-slow = list(got.values())   # positive: slower
-print(f"variant {sys.argv[2]}: " + ", ".join(f"{s}: {-v:+.2f} %" for (_, s), v in sorted(got.items())),
-      file=sys.stderr)
-target = float(sys.argv[3])
-if ({s for _, s in got} == set(sys.argv[4].split())   # every size measured
-        and all(0.6 * target <= s <= 3 * target for s in slow)):
-    print(max(abs(s - target) for s in slow))
-PY
-)
+  measured+=("$v=$d/variant-$v.json")
   rm -rf "$wt"; git worktree prune
-  if [ -n "$err" ] && { [ -z "$best_err" ] || python3 -c "import sys; sys.exit(not $err < $best_err)"; }; then
-    best=$v; best_err=$err
-  fi
 done
-[ -n "$best" ] || { echo "no variant slower by 0.6-3 times ${TARGET_PCT:-1} % at every size"; exit 1; }
-echo "nearest ${TARGET_PCT:-1} %: $k=$best (at most $best_err points off)"
+best=$(python3 ci/probes/tailspin.py nearest "${TARGET_PCT:-1}" "$SIZES" ${measured[@]+"${measured[@]}"}) ||
+  { echo "no variant slower by 0.6-3 times ${TARGET_PCT:-1} % at every size"; exit 1; }
+echo "$k=$best"
 if [ -n "${PICKS_TEMPLATE:-}" ]; then
   st=${STATE:-.probe/spin}
   case $st in .probe/?*) ;; *) echo "STATE must be a folder under .probe/, got $st"; exit 2;; esac

@@ -35,6 +35,11 @@ costs what it says; at 2048 the tail costs nothing, one wave).
                                            its _nospin twin) becomes TARGET_PCT (kept where
                                            it is within 0.7-1.4 times of it; a count of
                                            FFMAs at most 1.5 times larger per step)
+    tailspin.py show TRUE.json TAG         print each kernel's true size, one line a size
+    tailspin.py nearest TARGET_PCT "SIZES" VARIANT=TRUE.json ...
+                                           print each variant's true sizes (stderr) and the
+                                           variant nearest TARGET_PCT at every size, none if
+                                           none is 0.6-3 times it at all SIZES (exit 1)
 """
 import json
 import re
@@ -232,6 +237,35 @@ def size(path, target: float, specs, fmas=()) -> None:
     print(" ".join(out))
 
 
+def show(path, tag: str) -> None:
+    for (k, s), v in sorted(true_sizes(path).items()):
+        print(f"true size ({tag}): {k} at {s}: {-v:+.2f} % (kernel time, against its twin)")
+
+
+def nearest(target: float, sizes, variants: dict) -> str | None:
+    """Of {variant: TRUE.json}, the one slower by 0.6-3 times `target` % at every size of
+    `sizes` and nearest it at its worst; each variant's true sizes said on stderr."""
+    best, best_err = None, None
+    for v, path in variants.items():
+        try:
+            got = true_sizes(path)
+        except Exception as e:
+            print(f"variant {v}: no true size ({e})", file=sys.stderr)
+            continue
+        print(f"variant {v}: " + ", ".join(f"{s}: {-x:+.2f} %" for (_, s), x in sorted(got.items())),
+              file=sys.stderr)
+        slow = list(got.values())   # positive: slower
+        if {s for _, s in got} != set(sizes) or not all(0.6 * target <= x <= 3 * target
+                                                         for x in slow):
+            continue
+        err = max(abs(x - target) for x in slow)
+        if best_err is None or err < best_err:
+            best, best_err = v, err
+    if best is not None:
+        print(f"nearest {target:g} %: {best} (at most {best_err} points off)", file=sys.stderr)
+    return best
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 2 else ""
     flags = {a for a in sys.argv[3:] if a.startswith("--")}
@@ -241,5 +275,13 @@ if __name__ == "__main__":
                  KSTEP_HOOKS if "--kstep" in flags else WORK_HOOKS if "--work" in flags else HOOKS)
     elif cmd == "size":
         size(sys.argv[2], float(sys.argv[3]), args[1:], AMOUNT if "--work" in flags else ())
+    elif cmd == "show":
+        show(sys.argv[2], sys.argv[3])
+    elif cmd == "nearest":
+        won = nearest(float(sys.argv[2]), sys.argv[3].split(),
+                      dict(a.split("=", 1) for a in sys.argv[4:]))
+        if won is None:
+            sys.exit(1)
+        print(won)
     else:
         raise SystemExit(__doc__)
