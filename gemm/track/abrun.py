@@ -182,7 +182,7 @@ class ABRun:
 
     def reachable(self, c: Comparison, e) -> bool:
         cap = c.rounds + self.cfg.max_rounds - self.n
-        return decision.reachable(e, c.row.min_effect, cap)
+        return decision.reachable(e, c.row.min_effect, cap, self.cfg.alpha, self.family)
 
     def priority(self, c: Comparison) -> tuple:
         """choose()'s order, lowest first: 0 started and still to decide, 1 past the minimum

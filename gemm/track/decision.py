@@ -285,12 +285,17 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
     return e.verdict not in (DROP, FASTER) and fits, e
 
 
-def reachable(e: Effect, delta: float, cap: int) -> bool:
-    """Overtime: would this estimate, held, be a DROP by the round cap (docs/gate-history.md)?"""
-    if not (math.isfinite(e.lo) and math.isfinite(e.hi)):
+def reachable(e: Effect, delta: float, cap: int, alpha: float = 1e-3, family: int = 1) -> bool:
+    """Overtime: would this estimate, held, be a DROP by the round cap? Its standard error
+    shrinks as 1 / sqrt(rounds) and its quantile takes the dof the rounds to the cap add, one
+    each, the least any rule gains (`alpha`, `family`: those of e's interval; docs/gate-history.md)."""
+    if not (math.isfinite(e.lo) and math.isfinite(e.hi)) or e.dof < 1:
         return False
     rounds = max(1, e.n_new // 2)
-    return e.estimate + (e.hi - e.lo) / 2 * math.sqrt(rounds / max(cap, rounds)) < -delta / 2
+    cap = max(cap, rounds)
+    se = (e.hi - e.lo) / 2 / _t(alpha, family, e.dof)
+    return e.estimate + _t(alpha, family, e.dof + cap - rounds) * se * math.sqrt(rounds / cap) \
+        < -delta / 2
 
 
 def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
