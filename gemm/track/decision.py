@@ -287,15 +287,27 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
 
 def reachable(e: Effect, delta: float, cap: int, alpha: float = 1e-3, family: int = 1) -> bool:
     """Overtime: would this estimate, held, be a DROP by the round cap? Its standard error
-    shrinks as 1 / sqrt(rounds) and its quantile takes the dof the rounds to the cap add, one
-    each, the least any rule gains (`alpha`, `family`: those of e's interval; docs/gate-history.md)."""
+    shrinks as 1 / sqrt(rounds) and its quantile takes the dof the rounds to the cap add at
+    least (`alpha`, `family`: those of e's interval; docs/gate-history.md)."""
     if not (math.isfinite(e.lo) and math.isfinite(e.hi)) or e.dof < 1:
         return False
     rounds = max(1, e.n_new // 2)
-    cap = max(cap, rounds)
-    se = (e.hi - e.lo) / 2 / _t(alpha, family, e.dof)
-    return e.estimate + _t(alpha, family, e.dof + cap - rounds) * se * math.sqrt(rounds / cap) \
+    more = max(cap, rounds) - rounds
+    if e.rule is Rule.WELCH:   # its interval's dof is fractional; e.dof is truncated
+        se = e.sigma * math.sqrt(1 / e.n_ref + 1 / e.n_new)
+    else:
+        se = (e.hi - e.lo) / 2 / _t(alpha, family, e.dof)
+    if e.rule is Rule.TRIMMED:   # a round adds no kept value where it adds a trimmed pair
+        gain = sum(_kept(n + 2 * more) - _kept(n) for n in (e.n_ref, e.n_new))
+    else:
+        gain = more              # one a round: the mean rule with its own or no prior; Welch
+    return e.estimate + _t(alpha, family, e.dof + gain) * se * math.sqrt(rounds / (rounds + more)) \
         < -delta / 2
+
+
+def _kept(n: int) -> int:
+    """The values a trimmed mean of n keeps."""
+    return n - 2 * int(TRIM * n)
 
 
 def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
