@@ -235,6 +235,23 @@ def test_reachable_counts_the_dof_the_rounds_to_the_cap_add():
                                   0.01, 8, 1e-3, family)
 
 
+def test_the_ab_projects_with_its_own_level_and_family():
+    """ABRun.reachable hands decision.reachable the level and family its intervals are built
+    with: a mean-rule interval of 4 dof at the family of 24 comparisons (standard error 0.15 %),
+    -1.5 % [-7.1, +4.4], projects past the margin by the cap with that family's quantile, and
+    not with one comparison's (the standard error then read 4.5 times too large)."""
+    from gemm.track import confirm
+    rows = [Row(f"k{i}", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005, "drop?",
+                min_effect=0.01) for i in range(24)]
+    ab = confirm.ABRun([(r, "a" * 40) for r in rows], GateConfig(), "b" * 40, {}, print, None)
+    assert ab.family == decision.family_size(24, 1, 8)
+    d = math.log1p(-0.015)
+    hw = decision._t(ab.cfg.alpha, ab.family, 4) * 0.0015
+    e = decision.Effect(d, d - hw, d + hw, 0.002, 4, 4, 4, decision.AMBIGUOUS)
+    assert ab.reachable(ab.comps[0], e)
+    assert not decision.reachable(e, 0.01, 8, ab.cfg.alpha, 1)
+
+
 def test_unmeasured_comparisons_go_by_their_drop_over_their_noise(monkeypatch):
     """Of two series never measured, a -1 % drop of a series of 0.1 % noise (2 screens past)
     goes before a -1.5 % drop of one of 1 % noise (3 screens past, 1.5 noise sds)."""
