@@ -17,7 +17,8 @@ the robust sd looks better than what 25 values tell).
 Environment: PART (a pooled calibration, gemm calibrate --pool: resample this GPU's own
 A/A values, e.g. PART=GPU-42ffaa7a, with the pooled prior: what the gate does on that GPU),
 ROUNDS (default 3 5), OVERTIME=N (what is on course for a DROP goes on for up to N rounds
-more within the cap, as GateConfig.overtime_s), FAMILY (the Bonferroni family; default a
+more within the cap, as GateConfig.overtime_s; "ot": the gate's column's rounds past the
+budget per A/B), FAMILY (the Bonferroni family; default a
 trial's), ROBUST=1 (a third column: the gate's robust rule, GateConfig.robust: trimmed
 means with the series' trimmed-mean prior), MAX_ROUNDS (the cap the family is counted with; default the gate's), SHARES
 (0 0.005 0.01 0.02), SERIES (default: the tflops series of 05, 07, 09 at 2048-8192), SEED.
@@ -41,8 +42,9 @@ KEY = ("sim", "4096", "tflops")   # the simulated series (4096: the large class'
 
 
 def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
-    """P(DROP), P(SAME or better), P(left open) over `trials` simulated A/Bs of `cfg` (its
-    rule: `prior`, and `robust` where the rule is robust), the budget ending at `rounds`."""
+    """P(DROP), P(SAME or better), P(left open) and the rounds run past the budget (overtime)
+    per A/B, over `trials` simulated A/Bs of `cfg` (its rule: `prior`, and `robust` where the
+    rule is robust), the budget ending at `rounds`."""
     extra = int(os.environ.get("OVERTIME") or 0)
     cfg = replace(cfg, budget_s=4.0 * rounds, overtime_s=4.0 * extra,   # 4 processes a round
                   max_rounds=max(cfg.max_rounds, rounds))
@@ -50,7 +52,7 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
                           borrowed=lambda *a: False)
     shift = math.log1p(-share)
     delta = cfg.effect_for(KEY[1])
-    verdicts = []
+    verdicts, over = [], 0
     for _ in range(trials):
         now = [0.0]
 
@@ -62,10 +64,11 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
         ab = ABRun([(row, "reference")], cfg, "new", measure, lambda s: None, cal,
                    family=family, clock=lambda: now[0], built=("reference",))
         ab.run()
+        over += max(0, ab.total - rounds)
         verdicts.append(ab.comps[0].decided.verdict if ab.comps[0].decided else None)
     drop = verdicts.count(decision.DROP) / trials
     same = sum(v in decision.PASSING for v in verdicts) / trials
-    return drop, same, 1 - drop - same
+    return drop, same, 1 - drop - same, over / trials
 
 
 def main(argv):
@@ -117,9 +120,10 @@ def main(argv):
         for rounds in rounds_list:
             cells = []
             for share in shares:
-                got = [simulate(logs, share, p, rounds, c, family, rng, trials, rp)[0]
+                got = [simulate(logs, share, p, rounds, c, family, rng, trials, rp)
                        for c, p, rp in columns]
-                cells.append(" | ".join(f"{g:>5.3f}" for g in got))
+                cells.append(" | ".join(f"{g[0]:>5.3f}" for g in got)
+                             + (f" ot {got[0][3]:.2f}" if os.environ.get("OVERTIME") else ""))
             print(f"{name:<8} {100 * row['sigma']:5.3f}  "
                   f"{100 * robust:5.3f}  {rounds:>6}  " + "  ".join(cells))
 
