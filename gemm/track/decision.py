@@ -297,23 +297,23 @@ def reachable(e: Effect, delta: float, cap: int, alpha: float = 1e-3, family: in
         se = e.sigma * math.sqrt(1 / e.n_ref + 1 / e.n_new)
     else:
         se = (e.hi - e.lo) / 2 / _t(alpha, family, e.dof)
-    if e.rule is Rule.TRIMMED:   # a round adds no kept value where it adds a trimmed pair
-        gain = sum(_kept(n + 2 * more) - _kept(n) for n in (e.n_ref, e.n_new))
+    if e.rule is Rule.TRIMMED:   # each arm's 2 values a round, less those the trim cuts more
+        gain = sum(2 * more - 2 * (_cut(n + 2 * more) - _cut(n)) for n in (e.n_ref, e.n_new))
     else:
         gain = more              # one a round: the mean rule with its own or no prior; Welch
     return e.estimate + _t(alpha, family, e.dof + gain) * se * math.sqrt(rounds / (rounds + more)) \
         < -delta / 2
 
 
-def _kept(n: int) -> int:
-    """The values a trimmed mean of n keeps."""
-    return n - 2 * int(TRIM * n)
+def _cut(n: int) -> int:
+    """The values a trimmed mean of n cuts at each end."""
+    return int(TRIM * n)
 
 
 def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
     """(trimmed mean, winsorized variance, n, h = n - 2g values kept) of log values."""
     n = len(xs)
-    g = int(TRIM * n)
+    g = _cut(n)
     s = sorted(xs)
     w = [min(max(x, s[g]), s[n - g - 1]) for x in xs]
     return sum(s[g:n - g]) / (n - 2 * g), _ss(w) / max(n - 1, 1), n, n - 2 * g
@@ -325,7 +325,7 @@ def trimmed_noise(parts) -> tuple[Noise, float] | None:
     dof = var = per_value = 0.0
     for values in parts:
         xs = _logs(values)
-        if int(TRIM * len(xs)) < 1:
+        if _cut(len(xs)) < 1:
             continue
         _, v, n, h = _yuen(xs)
         dof += h - 1
@@ -342,7 +342,7 @@ def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fa
     mean rule decides) without a prior or while an arm has too few values to trim one."""
     lr = [x for r in ref_rounds for x in _logs(r)]
     ln = [x for r in new_rounds for x in _logs(r)]
-    if prior is None or int(TRIM * min(len(lr), len(ln))) < 1:
+    if prior is None or _cut(min(len(lr), len(ln))) < 1:
         return None
     _check(delta, alpha, family)
     (mr, vr, nr, hr), (mn, vn, nn, hn) = _yuen(lr), _yuen(ln)
