@@ -55,6 +55,9 @@ true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin
     --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
   python3 ci/probes/tailspin.py show "$d/true-$1.json" "$1"
 }
+# SIZED=1 with PICKS: the picks are final (a series sized in an earlier session, e.g. series A
+# and B2 in docs/evidence.md): no sizing, its true size still measured before the trials
+if [ ! -f "$state/picks" ] && [ "${SIZED:-0}" = 1 ] && [ -n "${PICKS:-}" ]; then echo "$PICKS" > "$state/picks"; fi
 if [ ! -f "$state/picks" ]; then
   first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work05*) printf '%s=60 ' "$k";; --work07*) printf '%s=18+7000 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
