@@ -17,6 +17,8 @@
 # HISTORY_UPTO=REV keeps in the scratch history only the runs of REV and its ancestors (e.g.
 # those recorded on other GPUs than this call's). SIZE_ONLY=1 stops after the sizing (PICKS=
 # the printed picks then start a later call there).
+# SIZED=1 with PICKS: the picks are final, no sizing (a series sized in an earlier session: its
+# state does not outlive a checkout; series A's and B2's picks are in docs/evidence.md).
 # Resumable over calls: its state (the picks, the throwaway's run, each trial's report) lives in
 # .probe/spin (git-ignored); the throwaway commit is dated a minute after the base, so the same
 # base and picks give the same commit again. EXPLAIN=1 runs ci/explain.sh on the newest trial with a DROP.
@@ -55,10 +57,9 @@ true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin
     --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
   python3 ci/probes/tailspin.py show "$d/true-$1.json" "$1"
 }
-# SIZED=1 with PICKS: the picks are final (a series sized in an earlier session, e.g. series A
-# and B2 in docs/evidence.md): no sizing, its true size still measured before the trials
-if [ ! -f "$state/picks" ] && [ "${SIZED:-0}" = 1 ] && [ -n "${PICKS:-}" ]; then echo "$PICKS" > "$state/picks"; fi
-if [ ! -f "$state/picks" ]; then
+if [ ! -f "$state/picks" ] && [ "${SIZED:-0}" = 1 ] && [ -n "${PICKS:-}" ]; then
+  echo "$PICKS" > "$state/picks"
+elif [ ! -f "$state/picks" ]; then
   first=${PICKS:-$(for k in $KS; do case "$mode$k" in --work05*) printf '%s=60 ' "$k";; --work07*) printf '%s=18+7000 ' "$k";; *) printf '%s=10000 ' "$k";; esac; done)}
   make_spin "$first" >/dev/null || { echo "no throwaway"; exit 2; }
   true_size first
