@@ -13,7 +13,7 @@ from gemm.track.gate import GateConfig, Row, Verdict, failed
 from tests.test_plan import _cal, _fake
 
 KEY = ("09_cp_async_pipeline", "4096", "tflops")
-REAL_UNSTABLE = confirm.ABRun.unstable     # tests.test_plan._fake stubs it out
+REAL_MOVED = confirm.ABRun.moved     # tests.test_plan._fake stubs it out
 
 
 def _row(verdict=Verdict.OK, change=0.0):
@@ -119,7 +119,7 @@ def test_kept_rounds_alone_decide_nothing_and_the_guard_judges_only_rounds_here(
     """Kept rounds with an A/A step in them (another GPU's) neither decide the comparison
     before a round here nor make this run's A/A control call the GPU unstable."""
     now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
-    monkeypatch.setattr(confirm.ABRun, "unstable", REAL_UNSTABLE)   # the real A/A control
+    monkeypatch.setattr(confirm.ABRun, "moved", REAL_MOVED)   # the real A/A control
     r = _row(Verdict.CANDIDATE, -0.02)
     r.carried, r.carried_rounds = ["c3"], {"anc": {"first": [30.0, 30.0], "last": [27.6, 27.6],
                                                    "new": [27.0, 27.0, 27.0, 27.0], "k": [3, 3]}}

@@ -40,7 +40,7 @@ def _fake(monkeypatch, level, start_s=5.0, target_s=5.0, noise=0.0005):
         return out
     monkeypatch.setattr(abtest, "measure", measure)
     monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    monkeypatch.setattr(confirm.ABRun, "unstable", lambda self: None)
+    monkeypatch.setattr(confirm.ABRun, "moved", lambda self: [])
     return now, calls
 
 

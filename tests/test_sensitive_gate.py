@@ -272,12 +272,12 @@ def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
                 out.update({(k, sz, "tflops"): v, (k, sz, "pct_of_cublas"): 2 * v})
         return out
 
-    def unstable(self):
+    def moved(self):
         checks[0] += 1
-        return "a stand-in move" if checks[0] == moved_at else None
+        return [(c, "a stand-in move") for c in self.undecided()] if checks[0] == moved_at else []
     monkeypatch.setattr(abtest, "measure", measure)
     monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    monkeypatch.setattr(confirm.ABRun, "unstable", unstable)
+    monkeypatch.setattr(confirm.ABRun, "moved", moved)
     cal = SimpleNamespace(prior=lambda *a: decision.Noise(noise, 40),
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
     trees = {c: c for _, c in comps} | {"NEW": "NEW"}
@@ -1323,7 +1323,7 @@ def test_the_verdicts_and_the_noise_table_say_which_rule_decides(tmp_path, capsy
 
 
 def test_unguarded_rounds_are_said_once_per_ab():
-    """ABRun.unstable, round after round, where every undecided series borrows its noise: the
+    """ABRun.moved, round after round, where every undecided series borrows its noise: the
     log says once that the A/B runs without an A/A control; a series calibrated itself is a
     control (nothing said)."""
     from gemm.track.confirm import ABRun
@@ -1335,9 +1335,9 @@ def test_unguarded_rounds_are_said_once_per_ab():
              "a" * 40)]
     said: list = []
     run = ABRun(rows, GateConfig(), "b" * 40, {}, said.append, cal)
-    assert run.unstable() is None and run.unstable() is None
+    assert run.moved() == [] and run.moved() == []
     assert len([s for s in said if "no A/A control" in s]) == 1
     said.clear()
     own = ABRun([(Row("05_2d_blocktiling", "4096", "tflops", 5, 30.0, 29.5, -0.017, 0.005,
                       "drop?"), "a" * 40)], GateConfig(), "b" * 40, {}, said.append, cal)
-    assert own.unstable() is None and not said
+    assert own.moved() == [] and not said

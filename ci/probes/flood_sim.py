@@ -111,7 +111,7 @@ def simulate(mod, comps, cal, budget: float, rng: random.Random, report=abreport
     try:                              # the engine's clock, faked for this replay only
         ab = mod.ABRun(comps, GateConfig(budget_s=budget, overtime_s=float(os.environ.get(
             "OVERTIME", "60"))), "NEW", measure, lambda s: None, cal, speeds)
-        ab.unstable = lambda: None    # no GPU step in this replay
+        ab.moved = lambda: []    # no GPU step in this replay
         ab.run()
     finally:
         mod.time = real

@@ -64,7 +64,7 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
         ab = ABRun([(row, "reference")], cfg, "new", measure, lambda s: None, cal,
                    family=family, clock=lambda: now[0], built=("reference",))
         ab.run()
-        over += max(0, ab.total - rounds)
+        over += max(0, ab.n - rounds)
         verdicts.append(ab.comps[0].decided.verdict if ab.comps[0].decided else None)
     drop = verdicts.count(decision.DROP) / trials
     same = sum(v in decision.PASSING for v in verdicts) / trials

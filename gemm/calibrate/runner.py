@@ -134,20 +134,19 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = 
         rows = [Row(k, sz, m, 0, None, medians.get((k, sz, m)), None, None, Verdict.CANDIDATE,
                     min_effect=cfg.effect_for(sz, cal.prior(k, sz, m)))
                 for k in kernels for sz in sizes for m in METRICS]
-        procs: list = []      # (restarts, arm, placements) per process, in order
+        procs: list = []      # (round, arm, placements) per process, in order
 
         def measure(arm: str, what: dict) -> tuple[dict, dict]:
             walls: dict = {}
             sets: dict = {}
             got = abtest.measure(Path(root), what, env=None if arm == REFERENCE else
                                  {ENV: repr(float(sh))}, sets=sets, walls=walls)
-            procs.append((ab.restarts, arm, sets))
+            procs.append((ab.n, arm, sets))
             return got, walls
         ab = ABRun([(r, REFERENCE) for r in rows], cfg, f"+{100 * sh:g} %", measure,
                    lambda s: log(f"calibrate: {label}{s}"), cal, plan.speeds(rows), clock=clock,
                    built=(REFERENCE,))
         ab.run()
-        procs = [p for p in procs if p[0] == ab.restarts]
         for c in ab.comps:
             out[(*c.key, sh)] = _detection(ab, c, procs, cal)
     return out
@@ -157,7 +156,8 @@ def _detection(ab: ABRun, c: Comparison, procs: list, cal) -> dict:
     r = c.row
     values: dict = {"ref": [x for p in c.refs for x in p], "new": [x for p in c.news for x in p]}
     t = (r.kernel, r.size)
-    sets = {a: [s[t] for _, arm, s in procs if arm == a and t in s] for a in (REFERENCE, ab.new)}
+    sets = {a: [s[t] for n, arm, s in procs if arm == a and t in s and n > c.since]
+            for a in (REFERENCE, ab.new)}
     if r.metric == "tflops" and sets[REFERENCE]:
         values["placements"] = {"ref": sets[REFERENCE][:len(values["ref"])],
                                 "new": sets[ab.new][:len(values["new"])]}

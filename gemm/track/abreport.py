@@ -45,7 +45,7 @@ def left_open(ab, c: Comparison, e=None) -> dict:
     (docs/gate.md)."""
     closed = c.state is State.CLOSED
     return {"against": c.against, "stop": c.stop if closed else Stop.FAILED,
-            "rounds": c.rounds, "kept": c.kept, "after": c.after if closed else ab.total,
+            "rounds": c.rounds, "kept": c.kept, "after": c.after if closed else ab.n,
             "needs": rounds_needed(ab, c.row, e) if e is not None else None}
 
 
@@ -59,7 +59,8 @@ def finish(ab, machine=None, clocks=None) -> None:
     for comps in by_row.values():
         r = comps[0].row
         r.effects, r.open, r.against = [], [], [c.against for c in comps]
-        new = [x for x in ab.new_values.get(comps[0].key, []) if x is not None]
+        most = max(comps, key=lambda c: c.rounds - c.kept)   # the new code's values here
+        new = [x for p in most.news[most.kept:] for x in p if x is not None]
         if new:
             r.ab_new = stats.median(new)
         verdicts, parts = zip(*(_comparison(ab, c, machine, clocks) for c in comps))

@@ -50,6 +50,7 @@ class Comparison:
     stop: Stop | None = None    # CLOSED
     after: int = 0              # CLOSED: the rounds the A/B had run (restarted ones included)
     measured_overtime: bool = False   # measured past the time budget
+    since: int = 0              # its rounds here are those after this one (a restart's round)
     refs: list = field(init=False)
     news: list = field(init=False)
     ks: list = field(init=False)
@@ -58,6 +59,11 @@ class Comparison:
     def __post_init__(self) -> None:
         self.refs, self.news, self.ks = carried(self.row.carried_rounds.get(self.against))
         self.kept = len(self.refs)
+
+    def restart(self, at: int) -> None:
+        """Its A/A control moved in round `at`: its rounds here are discarded (kept ones stay)."""
+        self.refs, self.news, self.ks = (x[:self.kept] for x in (self.refs, self.news, self.ks))
+        self.since = at
 
     @property
     def key(self) -> tuple:
@@ -101,16 +107,8 @@ class ABRun:
         # a round's cost, learned as measured; built: arms of the new code's tree (compiled)
         self.costs = plan.Costs(speeds, warm={new, *built})
         self.unguarded = False            # said once: no series here can judge the GPU
-        self.restarts = 0
-        self.total = 0                    # rounds run, those a restart discarded included
-        self.reset()
-
-    def reset(self) -> None:
-        """No rounds, no decisions (the start, and the A/A control's restart)."""
         self.n = 0                        # rounds so far
         self.overtime = False             # past the time budget, for what is on course for a DROP
-        self.comps = [Comparison(c.row, c.against) for c in self.comps]
-        self.new_values: dict = {}        # key -> every value of the new code, in order
 
     def prior(self, r: Row):
         return self.cal.prior(*r.key) if self.cal is not None else None
@@ -147,7 +145,6 @@ class ABRun:
             for key, v in got.items():
                 if pos == "new":
                     here.setdefault((arm, key), []).append(v)
-                    self.new_values.setdefault(key, []).append(v)
                 else:   # k: how many new-code steps apart its two processes are (R1 .. N N .. R1)
                     here.setdefault((arm, key), {"k": 2 * len(refs) + 1 - 2 * refs.index(arm)})
                     here[(arm, key)][pos] = v
@@ -156,7 +153,7 @@ class ABRun:
                         and c.state is State.OPEN:
                     c.close(Stop.MISSING,
                             f"{self.who(arm)}'s measurement here reported nothing for it",
-                            self.total)
+                            self.n)
             for c in self.undecided() if pos == "last" else ():
                 ref, new = here.get((arm, c.key), {}), here.get((self.new, c.key), [])
                 if c.against == arm and "first" in ref and "last" in ref and len(new) == 2:
@@ -227,8 +224,8 @@ class ABRun:
                 chosen.append(c)
         return chosen
 
-    def unstable(self) -> str | None:
-        """The first A/A control that moved, described; None if every one held."""
+    def moved(self) -> list[tuple[Comparison, str]]:
+        """The comparisons whose own A/A control moved in its rounds here, each described."""
         todo = self.undecided()
         judges = [c for c in todo if self.judges_gpu(c.row)]
         if todo and not judges and not self.unguarded:
@@ -236,6 +233,7 @@ class ABRun:
             self.log("no A/A control from here on: every series still undecided has noise "
                      "borrowed from other series (gemm calibrate them on this runner to guard "
                      "their A/B)")
+        out = []
         for c in judges:
             refs, pairs, ks = c.refs[c.kept:], c.news[c.kept:], c.ks[c.kept:]   # measured here
             if not refs or any(None in p for p in refs + pairs):
@@ -244,8 +242,26 @@ class ABRun:
             ok, e = decision.aa_stable(first, last, c.row.min_effect, self.cfg.alpha,
                                        self.family, self.prior(c.row), new_pairs=pairs, k=ks)
             if not ok:
-                return f"{c.describe()}, A/A of {c.against[:10]}: {e.describe()}"
-        return None
+                out.append((c, f"{c.describe()}, A/A of {c.against[:10]}: {e.describe()}"))
+        return out
+
+    def guard(self, moved: list[tuple[Comparison, str]]) -> None:
+        """Each comparison whose control moved (and, where any moved, each that has none of its
+        own: borrowed noise) is measured again from the next round; one that had been, or that
+        moved in overtime, is left UNRESOLVED (docs/gate.md section 3)."""
+        said = "; ".join(why for _, why in moved)
+        hit = dict(moved) | {c: said for c in self.undecided() if not self.judges_gpu(c.row)}
+        again = [c for c in hit if not c.since and not self.overtime]
+        for c, why in hit.items():
+            if c in again:
+                c.restart(self.n)
+            else:   # what it decided before stands; its open rounds are not carried (abreport)
+                how = ("the A/A control moved during overtime" if self.overtime
+                       else "the GPU was unstable: the A/A control moved twice")
+                c.close(Stop.UNSTABLE, f"{how} ({why})", self.n)
+        if again:
+            self.log(f"the A/A control moved ({said}): the rounds of {len(again)} comparisons "
+                     "are discarded and measured again")
 
     def decide_round(self) -> None:
         """Decide what this round's values let decide, or mark failed; a row with a DROP
@@ -302,48 +318,43 @@ class ABRun:
         while self.n < self.cfg.max_rounds and self.undecided():
             spent = clock() - t0
             chosen = [] if self.overtime else self.choose(self.cfg.budget_s - spent,
-                                                             first=self.total == 0)
+                                                             first=self.n == 0)
             if not chosen:   # no more within the budget: overtime for what is on course
                 self.past_budget()
                 left = self.cfg.budget_s + self.cfg.overtime_s - spent
                 chosen = self.choose(left) if self.undecided() else []
                 if not chosen:
                     why = (f"out of the A/B's overtime ({self.cfg.overtime_s:.0f} s past its "
-                           f"{self.cfg.budget_s:.0f}-s budget) after {self.total} rounds")
+                           f"{self.cfg.budget_s:.0f}-s budget) after {self.n} rounds")
                     return self.end(Stop.BUDGET, why)
-            self.total += 1
             self.measure_round(self.n + 1, chosen)
             if self.n < self.cfg.min_rounds:
                 continue
-            moved = self.unstable()
-            if moved and not self.restarts and not self.overtime:
-                self.log(f"the A/A control moved ({moved}): the GPU changed during the A/B; "
-                         "its rounds and decisions are discarded and measured again")
-                self.restarts = 1
-                self.reset()
-                continue
-            if moved:   # what was decided stands; what is left open is not carried (abreport)
-                how = ("the A/A control moved during overtime" if self.overtime
-                       else "the GPU was unstable: the A/A control moved twice")
-                return self.end(Stop.UNSTABLE, f"{how} ({moved})")
+            moved = self.moved()
+            if moved:
+                self.guard(moved)
             self.decide_round()
         for c in self.undecided():   # the round cap came first
             if not c.rounds:
                 c.close(Stop.CAP, "not measured: no room for it in the A/B's rounds (the "
-                                  "most suspicious go first)", self.total)
-        self.end(Stop.CAP, f"still ambiguous after {self.total} rounds")
+                                  "most suspicious go first)", self.n)
+        self.end(Stop.CAP, f"still ambiguous after {self.n} rounds")
 
     def end(self, stop: Stop, why: str) -> None:
         """Close every comparison still undecided, for `why`."""
         for c in self.undecided():
-            c.close(stop, why, self.total)
+            c.close(stop, why, self.n)
 
     def past_budget(self) -> None:
-        """No round fits the budget: close the undecided but what can reach a DROP (overtime)."""
-        total, over = self.total, self.cfg.overtime_s
+        """No round fits the budget: close the undecided but what can reach a DROP (overtime)
+        and what its rounds measure anyway (the other metric of its target: no cost)."""
+        total, over = self.n, self.cfg.overtime_s
         budget = f"the A/B time budget ({self.cfg.budget_s:.0f} s)"
         todo = self.undecided()
-        keep = [c for c in todo if over > 0 and self.on_course(c)]
+        course = [c for c in todo if over > 0 and self.on_course(c)]
+        shared = {(c.against, c.row.kernel, c.row.size) for c in course}
+        riders = [c for c in todo if c not in course and (c.against, *c.key[:2]) in shared]
+        keep = course + riders
         waiting = [c for c in todo if not c.rounds]
         for c in todo:
             if c in keep:
@@ -363,7 +374,8 @@ class ABRun:
             self.log(f"out of {budget} after {total} rounds; overtime (up to {over:.0f} s more, "
                      f"within {self.cfg.max_rounds} rounds) for what is on course for a DROP: "
                      + "; ".join(f"{c.describe()} vs {c.against[:10]}: "
-                                 f"{self.effect(c).describe()}" for c in keep))
+                                 f"{self.effect(c).describe()}" for c in course)
+                     + "".join(f"; with it, measured anyway: {c.describe()}" for c in riders))
             self.overtime = True
 
     def on_course(self, c: Comparison) -> bool:
