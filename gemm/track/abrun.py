@@ -12,8 +12,7 @@ from .gate import GateConfig, Row
 
 
 # the dof a decision waits for where the noise has only the run's own: r rounds give r - 1, and
-# a borrowed prior adds as many (2 at two rounds: t >= 126 at the smallest family, about 2000
-# at a flood's; 4: t 18-70)
+# a borrowed prior adds as many (docs/gate-history.md)
 RUN_DOF = 4
 
 
@@ -127,16 +126,13 @@ class ABRun:
         """Round n over the chosen comparisons' targets; each OPEN comparison takes the round
         once complete (its reference's two processes and the new code's two between)."""
         self.n = n
-        by_ref: dict[str, list[Row]] = {}
-        for c in chosen:
-            by_ref.setdefault(c.against, []).append(c.row)
-        refs = list(by_ref)
+        refs = list(dict.fromkeys(c.against for c in chosen))
         union = series([c.row for c in chosen])
         here: dict = {}      # (arm, key) -> a reference's {first, k, last}, the new code's [v, v]
         # R1 R2 N N R2 R1: a reference's two processes "first" and "last" (the A/A control)
         for arm, pos in ([(c, "first") for c in refs] + [(self.new, "new")] * 2
                          + [(c, "last") for c in reversed(refs)]):
-            what = union if pos == "new" else series(by_ref[arm])
+            what = union if pos == "new" else series([c.row for c in chosen if c.against == arm])
             self.log(f"A/B round {n}/{self.cfg.max_rounds}: "
                      f"{'new' if pos == 'new' else 'reference'} {arm[:10]}: "
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
@@ -400,4 +396,8 @@ def carried(values: dict | None) -> tuple[list, list, list]:
 
 
 def series(rows: list[Row]) -> dict[str, list[str]]:
-    return abtest.series_of((r.kernel, r.size) for r in rows)
+    """{kernel: [sizes]} of the rows' targets, in order, each size once."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        out.setdefault(r.kernel, {})[r.size] = None
+    return {kernel: list(sizes) for kernel, sizes in out.items()}

@@ -72,20 +72,15 @@ def _values(got: dict, tree: Path) -> dict:
     out = {}
     for v in got["values"]:
         got_metrics = (v.get("metrics") or {}) if v["status"] == "ok" else {}
-        for key in METRICS:
-            out[(v["kernel"], v["size"], key)] = _value(got_metrics.get(key))
+        for key in METRICS:   # one that measured 0, NaN or infinity failed, as with no value
+            x = got_metrics.get(key)
+            out[(v["kernel"], v["size"], key)] = x if usable(x) else None
     return out
 
 
 def usable(x, kind=(int, float)) -> bool:
     """A number the decision rule can take: positive and finite (a bool is not a number)."""
     return isinstance(x, kind) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-
-def _value(x) -> float | None:
-    """A measured value, else None: a target that measured 0, NaN or infinity failed there,
-    as one that reported no value did."""
-    return x if usable(x) else None
 
 
 def _seconds(v) -> float:
@@ -109,16 +104,6 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
         walls[key] = walls.get(key, 0.0) + s
         spent += s
     walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
-
-
-def series_of(pairs) -> dict[str, list[str]]:
-    """{kernel: [sizes]} of (kernel, size) pairs, in order, each size once."""
-    out: dict[str, list[str]] = {}
-    for kernel, size in pairs:
-        sizes = out.setdefault(kernel, [])
-        if size not in sizes:
-            sizes.append(size)
-    return out
 
 
 def placements(doc: dict) -> dict:

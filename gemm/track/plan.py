@@ -11,8 +11,7 @@ SET_S = 0.02       # per operand set: allocation, fill, graph capture
 CHECK_S = 0.05     # a target's correctness check before its timing
 UNKNOWN_S = 5.0    # a target of unknown speed
 MARGIN = 1.25      # guesses are taken this much high
-COMPILE_S = 4.0    # per kernel, an arm's first process building it (nvcc, nothing cached): on
-                   # the H200 a CONFIRM process of 4 kernels took 52.7 s cold, 40.3 s warm
+COMPILE_S = 4.0    # per kernel, an arm's first process building it (nvcc, nothing cached)
 
 
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
