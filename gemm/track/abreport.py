@@ -2,7 +2,6 @@
 comparisons it left open (`open`: why each, typed by abrun.Stop)."""
 from __future__ import annotations
 
-
 from ..core import stats
 from ..machine.nvml import clocks_differ
 from . import decision

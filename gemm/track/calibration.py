@@ -108,4 +108,3 @@ def of_doc(machine: str, doc: dict) -> Calibration:
         except (KeyError, TypeError, ValueError):
             continue
     return cal
-

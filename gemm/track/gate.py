@@ -184,11 +184,10 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
     earlier = before[-cfg.window:]
     anchor_run = None
     if anchor and not new_run.commit.startswith(anchor):
-        hits = [r for r in before if r.commit.startswith(anchor)]
-        if not hits:
+        anchor_run = next((r for r in reversed(before) if r.commit.startswith(anchor)), None)
+        if anchor_run is None:
             raise HistoryError(f"the anchor {anchor[:10]} has no recorded run before "
                                f"{new_run.commit[:10]} on this machine")
-        anchor_run = hits[-1]
     gated = {m.key for m in metrics.GATED}
     keys = sorted({k for r in earlier + [new_run] for k in r.points
                    if not k.baseline and k.metric in gated and narrow.admits(k.target, k.size)})
@@ -204,7 +203,7 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
                 rows.append(Row(key.target, key.size, key.metric, n_hist, None, None, None,
                                 None, Verdict.MISSING, "in the history, not measured in this run"))
             continue  # else: no longer part of the suite (kernel or size removed)
-        effect = cfg.effect_for(key.size, cal.prior(key.target, key.size, key.metric) if cal else None)
+        effect = cfg.effect_for(key.size, cal.prior(*key[:3]) if cal else None)
         screen = effect / 2
         verdict, centre, change = judge([p for _, p in pairs], new, screen)
         ref, ref_value = valued[-1] if centre is not None else (None, None)   # the A/B's
