@@ -79,9 +79,7 @@ def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
     if entry.get("tuned") and git.returncode(repo, "cat-file", "-e",
                                              f"{rev}:kernels/tuned") == 0:
         names = git.run(repo, "ls-tree", "--name-only", f"{rev}:kernels/tuned", timeout=30)
-        for fn in names.split():
-            if not fn.endswith(".toml"):
-                continue
+        for fn in (n for n in names.split() if n.endswith(".toml")):
             try:
                 won = tomllib.loads(show(f"kernels/tuned/{fn}") or "").get(kernel)
             except tomllib.TOMLDecodeError:
