@@ -3,7 +3,7 @@ along what its rounds measure anyway (gemm.track.abrun.ABRun.guard, past_budget)
 
 On GPU-44d39613 (2026-12-02, trial 12 of series A, docs/evidence.md) one process of 14 at 2048
 read its TFLOPS some 5 % off while its % of cuBLAS held: the whole A/B was discarded for it and
-its 24 comparisons, 20 of them past 1 %, ended UNRESOLVED. In trial 13, 07 at 2048 (% of cuBLAS)
+its 24 comparisons, 15 of them past 1 %, ended UNRESOLVED. In trial 13, 07 at 2048 (% of cuBLAS)
 went overtime and its TFLOPS, -0.89 % [-1.68, -0.09] from the same processes, was closed."""
 from gemm.track import abreport, abrun, confirm, decision
 from gemm.track.abrun import State, Stop
