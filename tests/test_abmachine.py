@@ -302,7 +302,7 @@ def test_the_gate_report_keeps_each_arms_figures(tmp_path, gpu_here, monkeypatch
 def test_each_arms_own_timer_clocks_are_kept_per_target_and_said_where_they_differ(
         tmp_path, monkeypatch):
     """The SM clock each arm's own timer read over a target's samples (the gemm.measure/1
-    records' clocks_mhz), per process through abrun.in_trees, kept in the effect as the median
+    records' clocks_mhz), per process through abtest.in_trees, kept in the effect as the median
     over the arm's processes and said in the note where the kernel's differ by 2 % or more:
     unlike the NVML figures, they cover that target's samples only."""
     from gemm.track import abtest
@@ -325,7 +325,7 @@ def test_each_arms_own_timer_clocks_are_kept_per_target_and_said_where_they_diff
               reference="c1", min_effect=0.01)
     clocks: dict = {}
     ab = abrun.ABRun([(row, "c1")], GateConfig(), "NEW",
-                     abrun.in_trees({"c1": "ref-tree", "NEW": "new-tree"}, clocks),
+                     abtest.in_trees({"c1": "ref-tree", "NEW": "new-tree"}, clocks),
                      lambda s: None, None)
     ab.run()
     abreport.finish(ab, None, clocks)

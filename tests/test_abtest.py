@@ -24,7 +24,8 @@ def stub_repo(tmp_path):
 def ab_rounds(repo, reference, new, series, rounds=1, log=lambda s: None) -> dict:
     """`rounds` R N N R rounds of the gate's engine (gemm.track.abrun) over `series` with both
     commits' code in worktrees: {(kernel, size, metric): {"reference": [...], "new": [...]}}."""
-    from gemm.track.abrun import ABRun, in_trees
+    from gemm.track.abrun import ABRun
+    from gemm.track.abtest import in_trees
     from gemm.track.gate import GateConfig, Row
     rows = [Row(k, s, m, 0, None, None, None, None, "drop?", min_effect=0.01)
             for k, sizes in series.items() for s in sizes for m in abtest.METRICS]

@@ -8,7 +8,7 @@ import pytest
 
 from gemm.track import codeid
 from gemm.store import verdicts
-from gemm.track import abreport, abrun, confirm
+from gemm.track import abreport, abrun, abtest, confirm
 from gemm.track.gate import GateConfig, Row, Verdict, failed
 from tests.test_plan import _cal, _fake
 
@@ -79,7 +79,7 @@ def test_one_round_here_with_the_kept_round_makes_a_drop(monkeypatch):
     r.carried, r.carried_rounds = ["c3"], {"anc": {"first": [30.0], "last": [30.0],
                                                    "new": [29.4, 29.4], "k": [3]}}
     ab = confirm.ABRun([(r, "anc")], GateConfig(max_rounds=2), "new",
-                       abrun.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
+                       abtest.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
     ab.run()
     abreport.finish(ab)
     e = r.effects[0]
@@ -88,7 +88,7 @@ def test_one_round_here_with_the_kept_round_makes_a_drop(monkeypatch):
     assert "rounds kept at c3" in r.note
     fresh = _row(Verdict.CANDIDATE, -0.02)                             # no kept round: one round
     ab = confirm.ABRun([(fresh, "anc")], GateConfig(max_rounds=2), "new",
-                       abrun.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
+                       abtest.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
     ab.run()
     abreport.finish(ab)
     assert fresh.effects[0]["n_new"] == 4                              # it needed two here
@@ -124,7 +124,7 @@ def test_kept_rounds_alone_decide_nothing_and_the_guard_judges_only_rounds_here(
     r.carried, r.carried_rounds = ["c3"], {"anc": {"first": [30.0, 30.0], "last": [27.6, 27.6],
                                                    "new": [27.0, 27.0, 27.0, 27.0], "k": [3, 3]}}
     ab = confirm.ABRun([(r, "anc")], GateConfig(max_rounds=2), "new",
-                       abrun.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
+                       abtest.in_trees({"anc": "anc-tree", "new": "new-tree"}), lambda s: None, _cal(0.002))
     ab.decide_round()
     assert ab.comps[0].state is abrun.State.OPEN       # nothing measured here yet
     ab.run()

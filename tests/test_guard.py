@@ -5,7 +5,7 @@ On GPU-44d39613 (2026-12-02, trial 12 of series A, docs/evidence.md) one process
 read its TFLOPS some 5 % off while its % of cuBLAS held: the whole A/B was discarded for it and
 its 24 comparisons, 15 of them past 1 %, ended UNRESOLVED. In trial 13, 07 at 2048 (% of cuBLAS)
 went overtime and its TFLOPS, -0.89 % [-1.68, -0.09] from the same processes, was closed."""
-from gemm.track import abreport, abrun, confirm, decision
+from gemm.track import abreport, abtest, confirm, decision
 from gemm.track.abrun import State, Stop
 from gemm.track.gate import GateConfig, Row
 from tests.test_carry import REAL_MOVED
@@ -26,7 +26,7 @@ def test_a_move_in_one_series_discards_that_series_rounds_only(monkeypatch):
                 min_effect=0.01) for k in ("k1", "k2")]
     logs: list = []
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=1000.0), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.0005))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.0005))
     ab.run()
     abreport.finish(ab)
     moved = [line for line in logs if "the A/A control moved" in line]
@@ -49,7 +49,7 @@ def test_a_series_that_moves_twice_is_unresolved_and_the_rest_go_on(monkeypatch)
     monkeypatch.setattr(confirm.ABRun, "moved", REAL_MOVED)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=1000.0), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     ab.run()
     abreport.finish(ab)
     assert rows[0].verdict == "UNRESOLVED" and rows[0].open[0]["stop"] == Stop.UNSTABLE

@@ -83,6 +83,13 @@ def test_the_contract_is_enforced():
         fake.unlink()
 
 
+def test_each_module_reads_in_one_sitting():
+    """No module of the package is over 400 lines (the guide's ceiling)."""
+    long = {str(p.relative_to(PKG)): n for p in sorted(PKG.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, f"modules over 400 lines: {long}"
+
+
 BLOCK = f"""
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):

@@ -59,7 +59,7 @@ def test_a_round_takes_what_fits_the_time_left_the_most_suspicious_first(monkeyp
     rows = _rows(6)
     logs = []
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, overtime_s=60.0),
-                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.0005))
+                       "NEW", abtest.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.0005))
     ab.run()
     abreport.finish(ab)
     assert [r.verdict for r in rows] == ["noise"] * 5 + ["UNRESOLVED"], [r.note for r in rows]
@@ -80,7 +80,7 @@ def test_a_speed_up_the_ab_finds_is_improved_not_noise(monkeypatch):
         _fake(monkeypatch, lambda tree, k, n: 30.9 if tree == "NEW" and k == "k1" else 30.0)
         rows = _rows(2)
         ab = confirm.ABRun([(r, "c1") for r in rows], cfg, "NEW",
-                           abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
+                           abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
                            _cal(0.0005))
         ab.run()
         abreport.finish(ab)
@@ -100,7 +100,7 @@ def test_the_first_round_takes_one_comparison_whatever_the_budget(monkeypatch):
               reference="c1", min_effect=0.01)
     ab = confirm.ABRun([(r, "c1") for r in rows] + [(pct, "c1")],
                        GateConfig(budget_s=1.0, overtime_s=0.0), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     ab.run()
     abreport.finish(ab)
     assert rows[0].verdict == "noise" and pct.verdict == "noise"
@@ -117,7 +117,7 @@ def test_past_the_budget_only_what_is_on_course_goes_on(monkeypatch):
                        noise=0.006)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=80.0, overtime_s=120.0),
-                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.006))
+                       "NEW", abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.006))
     ab.run()
     abreport.finish(ab)
     assert rows[1].verdict == "DROP" and rows[1].effects[0]["overtime"], rows[1].note
@@ -134,7 +134,7 @@ def test_a_comparison_that_joins_later_is_paired_with_its_own_rounds(monkeypatch
                                                                 else 1.0))
     row = _rows(1)[0]
     ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
-                       abrun.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
+                       abtest.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     c1, c2 = ab.comps
     ab.measure_round(1, [c1])
     ab.measure_round(2, [c1, c2])
@@ -263,7 +263,7 @@ def test_unmeasured_comparisons_go_by_their_drop_over_their_noise(monkeypatch):
     cal = SimpleNamespace(prior=lambda k, s, m: decision.Noise(0.001 if k == "q" else 0.01, 40),
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
     ab = confirm.ABRun([(noisy, "c1"), (quiet, "c1")], GateConfig(), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, cal)
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, cal)
     assert sorted(ab.comps, key=ab.priority) == ab.comps[::-1]
     assert ab.priority(ab.comps[1]) < ab.priority(ab.comps[0])
 
@@ -275,7 +275,7 @@ def test_a_comparison_is_paired_by_round_whatever_rounds_it_missed(monkeypatch):
                                                                 n in (3, 4) else 1.0))
     row = _rows(1)[0]
     ab = confirm.ABRun([(row, "c1"), (row, "c2")], GateConfig(), "NEW",
-                       abrun.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
+                       abtest.in_trees({"c1": "c1", "c2": "c2", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     c1, c2 = ab.comps
     ab.measure_round(1, [c1, c2])
     ab.measure_round(2, [c1])
@@ -298,7 +298,7 @@ def test_a_reference_that_reports_nothing_for_a_series_is_closed_not_measured_ag
     rows = _rows(2)
     logs = []
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=1000.0), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.004))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), logs.append, _cal(0.004))
     ab.run()
     abreport.finish(ab)
     assert rows[1].verdict == "UNRESOLVED"
@@ -315,7 +315,7 @@ def test_only_what_overtime_measured_says_overtime(monkeypatch):
                        noise=0.006)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=80.0, overtime_s=30.0),
-                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.006))
+                       "NEW", abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.006))
     ab.run()
     abreport.finish(ab)
     flags = [r.effects[0]["overtime"] for r in rows]
@@ -331,7 +331,7 @@ def test_at_the_round_cap_what_was_never_measured_says_so(monkeypatch):
     now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0, noise=0.004)
     rows = _rows(6)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, max_rounds=1),
-                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.004))
+                       "NEW", abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.004))
     ab.run()
     abreport.finish(ab)
     assert all("not measured" in r.note and "still ambiguous" not in r.note for r in rows[4:])
@@ -361,7 +361,7 @@ def test_a_fresh_drop_past_its_minimum_effect_goes_before_the_carried(monkeypatc
                 min_effect=0.01)
     comps = [(carried, "c1"), (plain, "c1"), (fresh, "c1")]
     ab = confirm.ABRun(comps, GateConfig(budget_s=1.0, overtime_s=90.0), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(0.0005))
     assert sorted(ab.comps, key=ab.priority) == [ab.comps[i] for i in (2, 0, 1)]
     ab.run()
     abreport.finish(ab)
@@ -378,7 +378,7 @@ def test_a_comparison_one_round_cannot_decide_is_finished_before_new_ones_start(
     now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
     rows = _rows(2)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _borrowed(0.0005))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _borrowed(0.0005))
     k1, k2 = ab.comps
     ab.measure_round(1, [k2])
     assert not math.isfinite(ab.effect(k2).hi)
@@ -416,7 +416,7 @@ def test_a_fresh_drop_with_borrowed_noise_goes_on_past_the_budget_to_its_drop(mo
     flat = Row("k1", "4096", "tflops", 4, 30.0, 30.0, 0.0, 0.005, "drop?", reference="c1",
                min_effect=0.01)
     ab = confirm.ABRun([(fresh, "c1"), (flat, "c1")], GateConfig(budget_s=1.0, overtime_s=130.0),
-                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
+                       "NEW", abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
                        _borrowed(0.0005))
     ab.run()
     abreport.finish(ab)
@@ -482,7 +482,7 @@ def test_a_cold_arm_first_process_builds_its_kernels(monkeypatch):
     now, calls = _fake(monkeypatch, lambda tree, k, n: 30.0)
     rows = _rows(6)
     ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(budget_s=145.0, overtime_s=60.0),
-                       "NEW", abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
+                       "NEW", abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None,
                        _cal(0.0005))
     assert len(ab.choose(145.0, first=True)) == 2          # 4 without the builds' guess
 

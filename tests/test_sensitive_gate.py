@@ -282,7 +282,7 @@ def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
                           robust_prior=lambda *a: None, borrowed=lambda *a: False)
     trees = {c: c for _, c in comps} | {"NEW": "NEW"}
     logs = []
-    ab = confirm.ABRun(comps, cfg, "NEW", abrun.in_trees(trees), logs.append, cal)
+    ab = confirm.ABRun(comps, cfg, "NEW", abtest.in_trees(trees), logs.append, cal)
     ab.run()
     abreport.finish(ab)
     return ab, logs

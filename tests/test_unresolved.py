@@ -23,7 +23,7 @@ from gemm.cli import main as cli_main
 from gemm.cli import summary
 from gemm.record import unresolved
 from gemm.store import verdicts
-from gemm.track import abreport, abrun, confirm
+from gemm.track import abreport, abtest, confirm
 from gemm.track.abrun import Stop
 from gemm.track.gate import GateConfig, Row, Verdict
 from tests.test_plan import _cal, _fake, _rows
@@ -42,7 +42,7 @@ def _ab(monkeypatch, level, cfg, n=2, noise=0.0005, wrap=None):
         monkeypatch.setattr(confirm.abtest, "measure", wrap(confirm.abtest.measure))
     rows = _rows(n)
     ab = confirm.ABRun([(r, "c1") for r in rows], cfg, "NEW",
-                       abrun.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(noise))
+                       abtest.in_trees({"c1": "c1", "NEW": "NEW"}), lambda s: None, _cal(noise))
     return rows, ab
 
 

@@ -51,7 +51,7 @@ def left_open(ab, c: Comparison, e=None) -> dict:
 def finish(ab, machine=None, clocks=None) -> None:
     """Each row's verdict, note and effects from its comparisons in a finished ABRun; with
     `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures,
-    with `clocks` (abrun.in_trees'), the SM clock of its target's samples in each arm."""
+    with `clocks` (abtest.in_trees'), the SM clock of its target's samples in each arm."""
     by_row: dict[int, list[Comparison]] = {}
     for c in ab.comps:
         by_row.setdefault(id(c.row), []).append(c)

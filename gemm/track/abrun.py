@@ -79,17 +79,6 @@ class Comparison:
         self.state, self.stop, self.why, self.after = State.CLOSED, stop, why, after
 
 
-def in_trees(tree: dict, clocks: dict | None = None):
-    """Arms that are git worktrees ({label: tree}), a process each `gemm measure` there;
-    `clocks`, if given, gets {arm: abtest.measure's clocks} (the SM clock of each target's
-    samples, as each arm's own timer read it)."""
-    def measure(arm: str, what: dict) -> tuple[dict, dict]:
-        walls: dict = {}
-        sink = None if clocks is None else clocks.setdefault(arm, {})
-        return abtest.measure(tree[arm], what, walls=walls, clocks=sink), walls
-    return measure
-
-
 class ABRun:
     """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
     `measure(arm, series) -> (values, walls)`; `comps` holds them as Comparison. `family`: the
@@ -397,7 +386,5 @@ def carried(values: dict | None) -> tuple[list, list, list]:
 
 def series(rows: list[Row]) -> dict[str, list[str]]:
     """{kernel: [sizes]} of the rows' targets, in order, each size once."""
-    out: dict[str, dict] = {}
-    for r in rows:
-        out.setdefault(r.kernel, {})[r.size] = None
-    return {kernel: list(sizes) for kernel, sizes in out.items()}
+    return {k: list(dict.fromkeys(r.size for r in rows if r.kernel == k))
+            for k in dict.fromkeys(r.kernel for r in rows)}

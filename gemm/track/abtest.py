@@ -176,3 +176,14 @@ def trees(repo, commits):
     """{commit: worktree} for each distinct commit, all removed afterwards."""
     with contextlib.ExitStack() as stack:
         yield {c: stack.enter_context(checkout(repo, c)) for c in dict.fromkeys(commits)}
+
+
+def in_trees(tree: dict, clocks: dict | None = None):
+    """Arms that are git worktrees ({label: tree}), a process each `gemm measure` there;
+    `clocks`, if given, gets {arm: measure's clocks} (the SM clock of each target's
+    samples, as each arm's own timer read it)."""
+    def of_arm(arm: str, what: dict) -> tuple[dict, dict]:
+        walls: dict = {}
+        sink = None if clocks is None else clocks.setdefault(arm, {})
+        return measure(tree[arm], what, walls=walls, clocks=sink), walls
+    return of_arm

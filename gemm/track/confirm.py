@@ -10,7 +10,8 @@ from .codeid import same_code
 from ..machine import nvml
 from ..store import verdicts
 from . import abreport, abtest, plan
-from .abrun import ABRun, Stop, carried, in_trees
+from .abrun import ABRun, Stop, carried
+from .abtest import in_trees
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, screened_large
 
 
