@@ -31,7 +31,7 @@ def test_a_move_in_one_series_discards_that_series_rounds_only(monkeypatch):
     abreport.finish(ab)
     moved = [line for line in logs if "the A/A control moved" in line]
     assert len(moved) == 1 and "k1 at 4096" in moved[0] and "k2" not in moved[0]
-    assert "the rounds of 1 comparisons are discarded" in moved[0]
+    assert "of what it moved (1 comparison) are discarded" in moved[0]
     assert [c.since for c in ab.comps] == [1, 0]
     assert rows[1].verdict == "DROP" and len(rows[1].effects[0]["values"]["first"]) == 2
     assert rows[0].verdict == "noise" and len(rows[0].effects[0]["values"]["first"]) == 1

@@ -245,8 +245,9 @@ class ABRun:
                        else "the GPU was unstable: the A/A control moved twice")
                 c.close(Stop.UNSTABLE, f"{how} ({why})", self.n)
         if again:
-            self.log(f"the A/A control moved ({said}): the rounds of {len(again)} comparisons "
-                     "are discarded and measured again")
+            self.log(f"the A/A control moved ({said}): the rounds here of what it moved "
+                     f"({len(again)} comparison{'s' * (len(again) > 1)}) are discarded and "
+                     "measured again")
 
     def decide_round(self) -> None:
         """Decide what this round's values let decide, or mark failed; a row with a DROP
