@@ -20,7 +20,7 @@ def test_a_move_in_one_series_discards_that_series_rounds_only(monkeypatch):
         if tree == "c1":
             return 30.0 * (1.10 if k == "k1" and n == 2 else 1.0)
         return 30.0 * (0.97 if k == "k2" else 1.0)
-    _fake(monkeypatch, level)
+    _, calls = _fake(monkeypatch, level)
     monkeypatch.setattr(confirm.ABRun, "moved", REAL_MOVED)
     rows = [Row(k, "4096", "tflops", 4, 30.0, 29.4, -0.02, 0.005, "drop?", reference="c1",
                 min_effect=0.01) for k in ("k1", "k2")]
@@ -35,7 +35,7 @@ def test_a_move_in_one_series_discards_that_series_rounds_only(monkeypatch):
     assert [c.since for c in ab.comps] == [1, 0]
     assert rows[1].verdict == "DROP" and len(rows[1].effects[0]["values"]["first"]) == 2
     assert rows[0].verdict == "noise" and len(rows[0].effects[0]["values"]["first"]) == 1
-    assert ab.n == 2
+    assert ab.n == 2 and calls["NEW"] == 4        # a restart of the whole A/B: 6
 
 
 def test_a_series_that_moves_twice_is_unresolved_and_the_rest_go_on(monkeypatch):
@@ -90,3 +90,22 @@ def test_overtime_takes_along_the_other_metric_of_a_target_it_measures_anyway():
     ab, _ = _ab_after_budget(overtime_s=0.0)       # no overtime: nothing is taken along
     ab.past_budget()
     assert all(c.state is State.CLOSED for c in ab.comps)
+
+
+def test_a_series_without_its_own_control_is_measured_again_only_if_it_was_measured():
+    """k2 borrows its noise (no control of its own): when k1's control moves, k2 starts over
+    if it has rounds here, and keeps its one restart if it has none yet."""
+    rows = _rows(2)
+    cal = _cal(0.0005)
+    cal.borrowed = lambda k, s, m: k == "k2"
+    for measured in (False, True):
+        ab = confirm.ABRun([(r, "c1") for r in rows], GateConfig(), "NEW", None,
+                           lambda s: None, cal)
+        k1, k2 = ab.comps
+        for c in (k1, k2) if measured else (k1,):
+            c.refs, c.news, c.ks = [[30.0, 30.1]], [[29.0, 29.1]], [3]
+        ab.n = 1
+        ab.guard([(k1, "k1 moved")])
+        assert (k1.since, k1.rounds) == (1, 0)
+        assert (k2.since, k2.rounds) == ((1, 0) if measured else (0, 0))
+

@@ -274,7 +274,8 @@ def _ab(monkeypatch, comps, level, cfg, noise=0.003, seed=1, moved_at=None):
 
     def moved(self):
         checks[0] += 1
-        return [(c, "a stand-in move") for c in self.undecided()] if checks[0] == moved_at else []
+        hit = checks[0] == moved_at     # as the real control: only what has rounds here
+        return [(c, "a stand-in move") for c in self.undecided() if hit and c.rounds > c.kept]
     monkeypatch.setattr(abtest, "measure", measure)
     monkeypatch.setattr(abrun, "time", SimpleNamespace(monotonic=lambda: now[0]))
     monkeypatch.setattr(confirm.ABRun, "moved", moved)

@@ -69,7 +69,8 @@ def test_each_comparison_left_open_says_why_typed(monkeypatch):
 
     rows, ab = _ab(monkeypatch, half, GateConfig(budget_s=1000.0), noise=0.004)
     monkeypatch.setattr(confirm.ABRun, "moved",
-                        lambda self: [(c, "k1 moved") for c in self.undecided()])
+                        lambda self: [(c, "k1 moved") for c in self.undecided()
+                                      if c.rounds > c.kept])
     ab.run()
     abreport.finish(ab)
     assert [(o["stop"], o["rounds"], o["after"]) for o in rows[0].open] == [(Stop.UNSTABLE, 1, 2)]

@@ -52,8 +52,10 @@ def engine(rev: str | None):
         return mod
     src = {name: subprocess.run(["git", "show", f"{rev}:gemm/track/{name}.py"], check=True,
                                 capture_output=True, text=True).stdout
-           for name in ("abrun", "abreport")}
-    return load("abrun", src["abrun"]), load("abreport", src["abreport"].replace(
+           for name in ("abrun", "abreport", "abtest")}
+    old = load("abrun", src["abrun"])
+    old.abtest = load("abtest", src["abtest"])   # the helpers it had (series_of until 5ddec72)
+    return old, load("abreport", src["abreport"].replace(
         "from .abrun import", "from ._abrun_old import"))
 
 
@@ -111,7 +113,7 @@ def simulate(mod, comps, cal, budget: float, rng: random.Random, report=abreport
     try:                              # the engine's clock, faked for this replay only
         ab = mod.ABRun(comps, GateConfig(budget_s=budget, overtime_s=float(os.environ.get(
             "OVERTIME", "60"))), "NEW", measure, lambda s: None, cal, speeds)
-        ab.moved = lambda: []    # no GPU step in this replay
+        ab.moved, ab.unstable = (lambda: []), (lambda: None)   # no GPU step in this replay
         ab.run()
     finally:
         mod.time = real

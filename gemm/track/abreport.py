@@ -58,10 +58,11 @@ def finish(ab, machine=None, clocks=None) -> None:
     for comps in by_row.values():
         r = comps[0].row
         r.effects, r.open, r.against = [], [], [c.against for c in comps]
-        most = max(comps, key=lambda c: c.rounds - c.kept)   # the new code's values here
-        new = [x for p in most.news[most.kept:] for x in p if x is not None]
-        if new:
-            r.ab_new = stats.median(new)
+        most = max(comps, key=lambda c: c.rounds - c.kept)   # both arms' values, one set of rounds
+        ref, new = ([x for p in arm[most.kept:] for x in p if x is not None]
+                    for arm in (most.refs, most.news))
+        if ref and new:
+            r.ab_reference, r.ab_new = stats.median(ref), stats.median(new)
         verdicts, parts = zip(*(_comparison(ab, c, machine, clocks) for c in comps))
         r.verdict = next((v for v in (Verdict.FAILED, Verdict.DROP, Verdict.UNRESOLVED,
                                       Verdict.NOISE, Verdict.IMPROVED) if v in verdicts),
@@ -88,9 +89,6 @@ def _comparison(ab, c: Comparison, machine, clocks=None) -> tuple[Verdict | None
     """c's verdict (None: a moot one) and its part of the row's note; its effect and what it
     left open go to its row."""
     r, vs = c.row, f"vs {c.against[:10]}"
-    ref = [x for p in c.refs[c.kept:] for x in p if x is not None]
-    if ref and r.ab_reference is None:
-        r.ab_reference = stats.median(ref)
     e = ab.estimate(c)      # None without a complete round here or with a failed value
     if c.state is State.DECIDED:
         verdict = DECIDED.get(e.verdict, Verdict.NOISE)

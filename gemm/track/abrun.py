@@ -97,6 +97,7 @@ class ABRun:
         self.unguarded = False            # said once: no series here can judge the GPU
         self.n = 0                        # rounds so far
         self.overtime = False             # past the time budget, for what is on course for a DROP
+        self.riders: list[Comparison] = []   # in overtime along with its target's other metric
 
     def prior(self, r: Row):
         return self.cal.prior(*r.key) if self.cal is not None else None
@@ -235,7 +236,8 @@ class ABRun:
         own: borrowed noise) is measured again from the next round; one that had been, or that
         moved in overtime, is left UNRESOLVED (docs/gate.md section 3)."""
         said = "; ".join(why for _, why in moved)
-        hit = dict(moved) | {c: said for c in self.undecided() if not self.judges_gpu(c.row)}
+        hit = dict(moved) | {c: said for c in self.undecided()
+                             if not self.judges_gpu(c.row) and c.rounds > c.kept}
         again = [c for c in hit if not c.since and not self.overtime]
         for c, why in hit.items():
             if c in again:
@@ -341,11 +343,14 @@ class ABRun:
         shared = {(c.against, c.row.kernel, c.row.size) for c in course}
         riders = [c for c in todo if c not in course and (c.against, *c.key[:2]) in shared]
         keep = course + riders
-        waiting = [c for c in todo if not c.rounds]
+        waiting = [c for c in todo if not c.rounds and c not in keep]
         for c in todo:
             if c in keep:
                 continue
-            if self.overtime:
+            if self.overtime and c in self.riders:
+                why = (f"measured with its target's other metric in overtime until that one "
+                       f"stopped, after {total} rounds")
+            elif self.overtime:
                 why = f"no longer on course for a DROP after {total} rounds (overtime)"
             elif c in waiting:
                 why = (f"not measured: out of {budget}; {len(waiting)} comparisons found no "
@@ -356,6 +361,7 @@ class ABRun:
         if waiting:
             self.log(f"{len(waiting)} of {len(self.comps)} comparisons not measured: "
                      f"no room in {budget}")
+        self.riders = riders
         if keep and not self.overtime:
             self.log(f"out of {budget} after {total} rounds; overtime (up to {over:.0f} s more, "
                      f"within {self.cfg.max_rounds} rounds) for what is on course for a DROP: "

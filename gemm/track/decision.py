@@ -126,7 +126,8 @@ def _check(delta: float, alpha: float, family: int) -> None:
 
 
 def family_size(comparisons: int, min_rounds: int, max_rounds: int) -> int:
-    """The Bonferroni family of one A/B: every comparison, every look, twice (one restart)."""
+    """The Bonferroni family of one A/B: every comparison, every look, twice (conservative: a
+    comparison's looks before and after its own restart fit within the round cap)."""
     return comparisons * (max_rounds - min_rounds + 1) * 2
 
 
