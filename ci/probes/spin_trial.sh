@@ -57,6 +57,9 @@ true_size() {  # true_size TAG [SIZES]: the slowed kernels against their _nospin
     --json "$d/true-$1.json" > "$d/true-$1.log" 2>&1
   python3 ci/probes/tailspin.py show "$d/true-$1.json" "$1"
 }
+# the true size is measured once per GPU a series runs on (its marker names the GPU)
+gpu=$(nvidia-smi -i "${CUDA_VISIBLE_DEVICES:-0}" --query-gpu=uuid --format=csv,noheader 2>/dev/null | head -1)
+measured="$state/true-before.${gpu:-unknown}.done"
 if [ ! -f "$state/picks" ] && [ "${SIZED:-0}" = 1 ] && [ -n "${PICKS:-}" ]; then
   echo "$PICKS" > "$state/picks"
 elif [ ! -f "$state/picks" ]; then
@@ -66,13 +69,13 @@ elif [ ! -f "$state/picks" ]; then
   picks=$(python3 ci/probes/tailspin.py size "$d/true-first.json" "${TARGET_PCT:-1}" $mode $first) &&
     [ -n "$picks" ] || { echo "no true size measured (log: $d/true-first.log)"; tail -5 "$d/true-first.log"; exit 2; }
   echo "$picks" > "$state/picks"; echo "sized: $first -> $picks ($((SECONDS - t0)) s)"
-  [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$state/true-before.done"; }
+  [ "$picks" = "$first" ] && { cp "$d/true-first.json" "$d/true-before.json"; touch "$measured"; }
 fi
 picks=$(cat "$state/picks")
 [ "${SIZE_ONLY:-0}" = 1 ] && { echo "picks: $picks (SIZE_ONLY: no trials)"; exit 0; }
 spin=$(make_spin "$picks") || { echo "no throwaway"; exit 2; }
 echo "throwaway ${spin:0:10}: $picks"
-[ -f "$state/true-before.done" ] || { true_size before; touch "$state/true-before.done"; }
+[ -f "$measured" ] || { true_size before; touch "$measured"; }
 # the scratch history: the recorded runs (HEAD's own, which the per-commit job may have just
 # made here, left out) and the throwaway's run made here
 rm -rf "$h"; mkdir -p "$h"; cp -r results "$h/results"; rm -f "$h/results/h200/${base:0:8}"-*.json
