@@ -69,6 +69,10 @@ class Comparison:
         return self.row.key
 
     @property
+    def target(self) -> tuple[str, str]:   # (kernel, size): both metrics come from one process
+        return self.row.kernel, self.row.size
+
+    @property
     def rounds(self) -> int:
         return len(self.refs)
 
@@ -195,7 +199,7 @@ class ABRun:
         arms: dict[str, set] = {}
         chosen, times = [], 1
         for c in sorted(self.undecided(), key=self.priority):
-            t = (c.row.kernel, c.row.size)
+            t = c.target
             if t in arms.get(c.against, ()) and t in arms.get(self.new, ()):
                 chosen.append(c)   # its targets are measured anyway
                 continue
@@ -235,9 +239,9 @@ class ABRun:
         """Each comparison whose control moved (and, where any moved, each that has none of its
         own: borrowed noise) is measured again from the next round; one that had been, or that
         moved in overtime, is left UNRESOLVED (docs/gate.md section 3)."""
-        said = "; ".join(why for _, why in moved)
+        said = "; ".join(why for _, why in moved)    # nothing moved: nothing is hit
         hit = dict(moved) | {c: said for c in self.undecided()
-                             if not self.judges_gpu(c.row) and c.rounds > c.kept}
+                             if moved and not self.judges_gpu(c.row) and c.rounds > c.kept}
         again = [c for c in hit if not c.since and not self.overtime]
         for c, why in hit.items():
             if c in again:
@@ -318,9 +322,7 @@ class ABRun:
             self.measure_round(self.n + 1, chosen)
             if self.n < self.cfg.min_rounds:
                 continue
-            moved = self.moved()
-            if moved:
-                self.guard(moved)
+            self.guard(self.moved())
             self.decide_round()
         for c in self.undecided():   # the round cap came first
             if not c.rounds:
@@ -340,8 +342,8 @@ class ABRun:
         budget = f"the A/B time budget ({self.cfg.budget_s:.0f} s)"
         todo = self.undecided()
         course = [c for c in todo if over > 0 and self.on_course(c)]
-        shared = {(c.against, c.row.kernel, c.row.size) for c in course}
-        riders = [c for c in todo if c not in course and (c.against, *c.key[:2]) in shared]
+        shared = {(c.against, c.target) for c in course}
+        riders = [c for c in todo if c not in course and (c.against, c.target) in shared]
         keep = course + riders
         waiting = [c for c in todo if not c.rounds and c not in keep]
         for c in todo:
