@@ -147,6 +147,41 @@ def test_tma_plans_check_alignment_before_launch(tmp_path):
         plan(spec, Problem(100, 23, 40))
 
 
+def test_a_c_map_is_the_last_after_a_and_b(tmp_path):
+    """Registry `tma` operand "C" (TMA stores, 16): listed last, once, after A's and B's maps;
+    planned as M x N float32 for every shape (never refused: the kernel has direct stores)."""
+    from gemm.core.tensormaps import addressable, plans
+    body = BASE + ('precision = "bf16"\nbaseline = "cublas_bf16_nk"\nb_layout = "nk"\n'
+                   'arch = "sm_90a"\n')
+    a = '{ operand = "A", box = ["BM", 64], swizzle = "128B" }'
+    b = '{ operand = "B", box = [128, 64], swizzle = "128B" }'
+    c = '{ operand = "C", box = [64, 32], swizzle = "128B" }'
+    spec = _load(tmp_path, body + f"tma = [{a}, {b}, {c}]\n")["x"]
+    assert spec.tma_boxes()[2] == ("C", 64, 32, "128B")
+    for bad in (f"[{a}, {c}, {b}]", f"[{c}, {a}, {b}]", f"[{a}, {c}]", f"[{a}, {b}, {c}, {c}]"):
+        with pytest.raises(ValueError, match="tma"):
+            _load(tmp_path, body + f"tma = {bad}\n")
+    for prob in (Problem(100, 24, 40), Problem(100, 23, 40), Problem(1, 1, 8)):
+        pc = plans(spec, prob)[2]
+        assert (pc.operand, pc.dtype, pc.dims, pc.row_stride, pc.box) == \
+            ("C", "float32", (prob.N, prob.M), 4 * prob.N, (32, 64))
+        assert addressable(pc, 0x1000) == (prob.N % 4 == 0)
+        assert not addressable(pc, 0x1008)
+
+
+def test_the_maps_of_13_to_15_are_as_before():
+    """Only A and B, in that order, with the boxes, dtypes and strides they always had."""
+    from gemm.core.tensormaps import MapPlan, plans
+    prob = Problem(1000, 832, 504)
+    assert plans(registry.get("13"), prob) == [
+        MapPlan("A", "float32", (504, 1000), 2016, (32, 128), "128B"),
+        MapPlan("B", "float32", (504, 832), 2016, (32, 256), "128B")]
+    for name, bn in (("14", 256), ("15", 128)):
+        assert plans(registry.get(name), prob) == [
+            MapPlan("A", "bfloat16", (504, 1000), 1008, (64, 128), "128B"),
+            MapPlan("B", "bfloat16", (504, 832), 1008, (64, bn), "128B")]
+
+
 def test_registered_kernels_match_their_precision():
     for s in registry.registry().values():
         assert s.baseline == P.baseline_name(s.precision, s.b_layout)

@@ -147,9 +147,9 @@ class _Recorder:
             def __init__(self, map_plans):
                 rec.log.append(("maps", tuple(map_plans)))
 
-            def encode(self, a, b):
-                rec.log.append(("encode", a, b))
-                return (bytes(128), bytes(128))
+            def encode(self, a, b, *c):        # c: a kernel with a map of C (16)
+                rec.log.append(("encode", a, b, *c))
+                return (bytes(128),) * (2 + len(c))
 
         class Staged:
             def __init__(self, st):
@@ -180,6 +180,66 @@ def test_an_aligned_launch_is_one_gemm_on_the_operands_as_given(monkeypatch, nam
     assert rec.log[0][1] == tuple(plans(spec, prob))
     assert rec.log[1][1:] == (0x100, 0x200)
     assert rec.log[2][2] == (1024, 1024, 1024, 1.0, 0x100, 0x200, 0.0, 0x300)
+
+
+@pytest.mark.parametrize("name", ["13", "14", "15"])
+def test_a_kernel_without_a_c_map_encodes_from_a_and_b_only(monkeypatch, name):
+    """13-15: two maps from A's and B's pointers, as before C's map existed."""
+    from gemm.cuda.launch import launcher, param_format
+    rec = _Recorder(monkeypatch)
+    spec, prob = registry.get(name), Problem(1000, 832, 504, 1.0, 0.0)
+    assert [t.operand for t in spec.tma] == ["A", "B"]
+    assert param_format(spec, "sm_90a") == "48s128s128siiifPPfP"
+    launcher(spec, prob)(0x100, 0x200, 0x300)
+    assert [e for e in rec.log if e[0] == "encode"] == [("encode", 0x100, 0x200)]
+
+
+@pytest.mark.parametrize("shape,ab", [("1024", (1.0, 0.0)), ("136x263x107", (1.5, -0.5)),
+                                      ("130x4x40", (1.0, 0.0)), ("100x23x40", (1.0, 0.0))])
+def test_a_tma_store_launch_encodes_c_from_cs_pointer(monkeypatch, shape, ab):
+    """16: A's, B's and C's maps, C's from the C the GEMM writes (never a staged copy), whatever
+    beta and N (the kernel decides whether it uses it); the parameters are three maps."""
+    from gemm.cuda.launch import launcher, param_format
+    rec = _Recorder(monkeypatch)
+    spec, prob = registry.get("16"), Problem.parse(shape)
+    prob = replace(prob, alpha=ab[0], beta=ab[1])
+    assert param_format(spec, "sm_90a") == "48s128s128s128siiifPPfP"
+    launch = launcher(spec, prob)
+    launch(0x100, 0x200, 0x300)
+    enc = [e for e in rec.log if e[0] == "encode"]
+    a, b = (0xA000, 0xB000) if launch.staged is not None else (0x100, 0x200)
+    assert enc == [("encode", a, b, 0x300)]
+    assert [p.operand for p in rec.log[0][1]] == ["A", "B", "C"]
+    assert rec.log[-1][-1][-1] == 0x300                  # C itself, as the kernel's C
+
+
+def test_c_maps_are_zero_where_tma_cannot_address_c(monkeypatch):
+    """gemm.cuda.tma: C's map is 128 zero bytes for N % 4 != 0 or C off 16 bytes (no driver
+    call), and encoded from C's pointer otherwise; A's and B's from theirs, as before."""
+    import gemm.cuda.tma as tma
+    real = tma.encode
+    calls = []
+
+    def fake_driver(p, address):
+        if p.operand == "C" and not tma.addressable(p, address):
+            return real(p, address)                    # the zero map, before the driver
+        calls.append((p.operand, address))
+        return p.operand.encode() * 128
+    monkeypatch.setattr(tma, "encode", fake_driver)
+    spec = registry.get("16")
+    for n, c, zero in ((1024, 0x300, False), (1022, 0x300, True), (1024, 0x304, True),
+                       (4, 0x310, False)):
+        calls.clear()
+        maps = tma.TensorMaps(plans(spec, Problem(1000, n, 504))).encode(0x100, 0x200, c)
+        assert len(maps) == 3 and maps[:2] == (b"A" * 128, b"B" * 128)
+        assert (maps[2] == bytes(128)) == zero, (n, hex(c))
+        assert calls == [("A", 0x100), ("B", 0x200)] + ([] if zero else [("C", c)])
+    with pytest.raises(ValueError, match="encode"):
+        tma.TensorMaps(plans(spec, Problem(64, 64, 64))).encode(0x100, 0x200)
+    calls.clear()
+    assert tma.TensorMaps(plans(K14, Problem(64, 64, 64))).encode(0x100, 0x200) == \
+        (b"A" * 128, b"B" * 128)
+    assert calls == [("A", 0x100), ("B", 0x200)]
 
 
 @pytest.mark.parametrize("name", ["13", "14"])

@@ -21,6 +21,7 @@ NAME = re.compile(r"^[0-9a-z][0-9a-z_]*$")
 ENTRY_PREFIX = "sgemm_"   # every kernel entry point; compute-sanitizer filters on it
 ARCH = re.compile(r"^sm_(\d+)(a?)$")
 SWIZZLES = ("none", "32B", "64B", "128B")
+TMA_OPERANDS = ("A", "B", "C")   # C: the output, for kernels that store it with TMA
 
 
 class RegistryError(ValueError):
@@ -73,9 +74,10 @@ def eval_int(expr: int | str, names: dict[str, int]) -> int:
 @dataclass(frozen=True)
 class TmaOperand:
     """A TMA tensor map the launcher encodes for a kernel (registry `tma`): `operand` "A" or
-    "B" as stored (B as N x K when b_layout = "nk"), `box` the [rows, cols] tile one copy
-    moves (expressions over the defines; cols are contiguous), `swizzle` the shared-memory
-    swizzle (none | 32B | 64B | 128B)."""
+    "B" as stored (B as N x K when b_layout = "nk"), or "C" (M x N float32, for TMA stores;
+    listed last, after A and B), `box` the [rows, cols] tile one copy moves (expressions over
+    the defines; cols are contiguous), `swizzle` the shared-memory swizzle (none | 32B | 64B |
+    128B)."""
     operand: str
     box: tuple
     swizzle: str = "none"
@@ -199,9 +201,14 @@ class KernelSpec:
             raise ValueError(f"{where}: arch is 'native' or sm_XY / sm_XYa, not {self.arch!r}")
         if self.smem < 0 or self.smem > 227 * 1024:
             raise ValueError(f"{where}: smem {self.smem} is not 0..227 KiB")
+        ops = [t.operand for t in self.tma]
+        if "C" in ops and (ops.count("C") > 1 or ops[-1] != "C" or not {"A", "B"} <= set(ops)):
+            raise ValueError(f"{where}: a tma map of C (TMA stores) is the last, once, after "
+                             f"the maps of A and B")
         for op, rows, cols, swz in self.tma_boxes():
-            if op not in ("A", "B") or swz not in SWIZZLES:
-                raise ValueError(f"{where}: tma operands are A or B, swizzles {SWIZZLES}")
+            if op not in TMA_OPERANDS or swz not in SWIZZLES:
+                raise ValueError(f"{where}: tma operands are {', '.join(TMA_OPERANDS)}, "
+                                 f"swizzles {SWIZZLES}")
             if not (1 <= rows <= 256 and 1 <= cols <= 256):
                 raise ValueError(f"{where}: tma box {rows} x {cols}: each side 1..256")
         if not 1 <= len(self.block_expr) <= 3 or len(self.tile_expr) != 2:

@@ -11,7 +11,8 @@ so the first map sits 48 bytes into the space (ptxas's KPARAM_INFO: offset 0x30)
 therefore starts with `tma_param_pad` bytes of padding, then the maps (128 bytes each), then
 the scalars at their natural alignment. The maps hold A's and B's addresses, so they are
 encoded (gemm.cuda.tma) for each new pair of pointers and kept for the next launch on the
-same pair. `smem` (bytes)
+same pair; a kernel that also lists a map of C (TMA stores) has it encoded from C's pointer
+as well (per triple), 128 zero bytes where TMA cannot address C. `smem` (bytes)
 is passed as the launch's dynamic shared memory. A `persistent` kernel gets min(tiles, SMs)
 blocks in a 1-D grid instead of one block per tile (gemm.core.geometry.persistent_grid); each
 block walks the tiles b, b + gridDim.x, ... of the same tile grid.
@@ -81,6 +82,7 @@ def launcher(spec: KernelSpec, prob: Problem):
             from dataclasses import replace
             kprob = replace(prob, K=st.k)
         maps = TensorMaps(plans(spec, kprob))   # ValueError for unaligned strides
+    with_c = any(t.operand == "C" for t in spec.tma)   # C's map: from C's pointer too
     k = load(spec)
     if kprob is not prob:
         from .staging import PaddedOperands
@@ -106,7 +108,12 @@ def launcher(spec: KernelSpec, prob: Problem):
     def launch(a, b, c, stream=None):
         if staged is not None:             # the copies first, in the same stream
             a, b = staged.stage(a, b, stream)
-        head = param_head(spec, arch, maps.encode(int(a), int(b))) if maps is not None else ()
+        if maps is None:
+            head = ()
+        elif with_c:                       # A's, B's and C's maps
+            head = param_head(spec, arch, maps.encode(int(a), int(b), int(c)))
+        else:
+            head = param_head(spec, arch, maps.encode(int(a), int(b)))
         out, al, be = (work.pointer(), 1.0, 0.0) if work is not None else (int(c), alpha, beta)
         for f, grid in calls:
             f.prepared_async_call(grid, block, stream, *head, M, N, K, al, int(a),
