@@ -34,6 +34,8 @@
 // the consumers (USETMAXREG.TRY_ALLOC 232) reach R228, as 14's. SASS: HGMMA.64x256x16.F32.BF16,
 // UTMALDG.2D, UTMASTG.2D + UTMACMDFLUSH (store, commit), DEPBAR.LE SB0, 0x1 / 0x0 (the bulk
 // waits, .read and full), FENCE.VIEW.ASYNC.S (the proxy fence), BAR.SYNC R, 0x80, STS.64.
+// Measured (H200 GPU-b4214239, 3089ef9, one gemm bench process beside 14): 631 / 629 / 662
+// TFLOPS at 2048 / 4096 / 8192 (93.6 / 93.8 / 95.1 % of the cuBLASLt baseline), 14 586 / 612 / 643.
 #include "hopper.cuh"
 #ifndef BM
 #define BM 128
