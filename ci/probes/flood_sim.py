@@ -12,7 +12,7 @@ which keep it (ccdb051: 04 at 3001x2999x3003, -40 %, a real slowdown). A process
 engine's own guesses (gemm.track.plan: START_S, and each target from the record's speeds),
 so the clock is the planner's model, not the GPU's.
 
-    python3 ci/probes/flood_sim.py REPORT.json [calibration/h200.json] [--old REV]
+    python3 ci/probes/flood_sim.py REPORT.json [CALIBRATION_DIR (default calibration)] [--old REV]
 Environment: BUDGETS (default "46 94 180"), OVERTIME (60), SEED; OWN=N: as if every series
 had its own calibration of N dof (the borrowed priors' sd, made the series' own): what
 calibrating every tracked series on the runner would buy.
