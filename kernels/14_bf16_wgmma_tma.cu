@@ -60,17 +60,6 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0 &&
                   128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) <= 65536,
               "setmaxnreg counts");
 
-// Tile t of the persistent order: GROUP_M row tiles form a band; within it the tiles go down
-// one column of tiles, then the next column.
-__device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int& row0, int& col0) {
-    const int band = GROUP_M * tiles_n;
-    const int first_m = (t / band) * GROUP_M;
-    const int rows = min(tiles_m - first_m, GROUP_M);
-    const int in = t % band;
-    row0 = (first_m + in % rows) * BM;
-    col0 = (in / rows) * BN;
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 sgemm_bf16_wgmma_tma(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b, int M,
                int N, int K, float alpha, const unsigned short* __restrict__ A,
@@ -101,7 +90,7 @@ sgemm_bf16_wgmma_tma(const __grid_constant__ TmaMap map_a, const __grid_constant
             int it = 0;                       // K tiles issued by this block so far
             for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
                 int row0, col0;
-                tile_origin(t, tiles_m, tiles_n, row0, col0);
+                tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % STAGES;
                     mbar_wait(smem_addr(&empty[s]), ((it / STAGES) & 1) ^ 1);
@@ -120,7 +109,7 @@ sgemm_bf16_wgmma_tma(const __grid_constant__ TmaMap map_a, const __grid_constant
         int it = 0;                           // K tiles consumed by this block so far
         for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
             int row0, col0;
-            tile_origin(t, tiles_m, tiles_n, row0, col0);
+            tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(smem_addr(&full[s]), (it / STAGES) & 1);

@@ -97,17 +97,6 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0 && PRODUCER_REGS 
               "setmaxnreg counts: the consumers can take only what the producer gives back of "
               "the block's entry registers (THREADS x 168), else setmaxnreg.inc waits forever");
 
-// Tile t of the persistent order (14's): GROUP_M row tiles form a band; within it the tiles
-// go down one column of tiles, then the next column.
-__device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int& row0, int& col0) {
-    const int band = GROUP_M * tiles_n;
-    const int first_m = (t / band) * GROUP_M;
-    const int rows = min(tiles_m - first_m, GROUP_M);
-    const int in = t % band;
-    row0 = (first_m + in % rows) * BM;
-    col0 = (in / rows) * BN;
-}
-
 // -DPP_WATCHDOG=CYCLES (for a draft's first runs on a GPU): an mbarrier wait still spinning
 // after CYCLES clock64 cycles traps, so a protocol error fails the launch instead of hanging
 // the GPU (the trap ends the whole grid, consumers held at a named barrier too).
@@ -215,7 +204,7 @@ sgemm_bf16_pingpong(const __grid_constant__ TmaMap map_a, const __grid_constant_
             int g = 0;
             for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
                 int row0, col0;
-                tile_origin(t, tiles_m, tiles_n, row0, col0);
+                tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
                 for (int kt = 0; kt < ktiles; ++kt, ++g) {
                     const int s = g % STAGES;
                     stage_wait(smem_addr(&empty[s]), ((g / STAGES) & 1) ^ 1);
@@ -235,7 +224,7 @@ sgemm_bf16_pingpong(const __grid_constant__ TmaMap map_a, const __grid_constant_
             const int t = blockIdx.x + j * gridDim.x;
             if (t >= ntiles) break;
             int row0, col0;
-            tile_origin(t, tiles_m, tiles_n, row0, col0);
+            tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
             int g = j * ktiles;
             // Our turn on the tensor cores: the other consumer has issued every wgmma of local
             // tile j - 1 (so it has also seen every fill before g complete: a full wait below

@@ -79,17 +79,6 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0 &&
 static_assert(STAGE_BYTES % 1024 == 0 && BOX_BYTES % 1024 == 0,
               "stages and staging boxes 1024-byte aligned (the 128-byte swizzle's atom)");
 
-// Tile t of the persistent order (14's): GROUP_M row tiles form a band; within it the tiles go
-// down one column of tiles, then the next column.
-__device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int& row0, int& col0) {
-    const int band = GROUP_M * tiles_n;
-    const int first_m = (t / band) * GROUP_M;
-    const int rows = min(tiles_m - first_m, GROUP_M);
-    const int in = t % band;
-    row0 = (first_m + in % rows) * BM;
-    col0 = (in / rows) * BN;
-}
-
 // ---- the TMA store and its bulk groups (this kernel's own; 13-15 do not use them) --------
 // One box from shared memory at src to the tensor of `map` at (c0 = column, c1 = row); the
 // parts of the box outside the tensor are not written. Counted in this thread's open bulk
@@ -212,7 +201,7 @@ sgemm_bf16_tma_store(const __grid_constant__ TmaMap map_a, const __grid_constant
             int it = 0;                       // K tiles issued by this block so far
             for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
                 int row0, col0;
-                tile_origin(t, tiles_m, tiles_n, row0, col0);
+                tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % STAGES;
                     mbar_wait(smem_addr(&empty[s]), ((it / STAGES) & 1) ^ 1);
@@ -235,7 +224,7 @@ sgemm_bf16_tma_store(const __grid_constant__ TmaMap map_a, const __grid_constant
         int it = 0;                           // K tiles consumed by this block so far
         for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
             int row0, col0;
-            tile_origin(t, tiles_m, tiles_n, row0, col0);
+            tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
             for (int kt = 0; kt < ktiles; ++kt, ++it) {
                 const int s = it % STAGES;
                 mbar_wait(smem_addr(&full[s]), (it / STAGES) & 1);

@@ -106,6 +106,19 @@ __device__ __forceinline__ void regs_claim() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
 
+// ---- persistent tile order (14-16) ----------------------------------------------------------
+// Tile t of a persistent kernel's grouped order over tiles of kRows x kCols: kGroup row tiles
+// form a band; within it the tiles go down one column of tiles, then the next column.
+template <int kRows, int kCols, int kGroup>
+__device__ __forceinline__ void tile_origin(int t, int tiles_m, int tiles_n, int& row0, int& col0) {
+    const int band = kGroup * tiles_n;
+    const int first_m = (t / band) * kGroup;
+    const int rows = min(tiles_m - first_m, kGroup);
+    const int in = t % band;
+    row0 = (first_m + in % rows) * kRows;
+    col0 = (in / rows) * kCols;
+}
+
 // ---- epilogue -----------------------------------------------------------------------------
 // C[row0 .. row0 + 63, col0 .. col0 + WN - 1] = alpha * acc + beta * C from one warpgroup's
 // m64nWN accumulator (thread t = threadIdx.x % 128 of the warpgroup: warp w = t / 32, lane l;
