@@ -97,7 +97,12 @@ def request(args) -> Request:
                      overtime_s=args.overtime)
     return Request(args.results, args.machine, args.commit, tuple(args.kernels),
                    tuple(args.sizes), cfg, args.anchor, not args.no_anchor, args.calibration,
-                   args.repo, args.verdicts, args.record_verdicts)
+                   args.repo, args.verdicts, args.record_verdicts, _same_build)
+
+
+def _same_build(repo, older: str, newer: str, kernel: str, machine: str) -> bool:
+    from ..explain.identity import same_machine_code
+    return same_machine_code(str(Path(repo).resolve()), older, newer, kernel, machine)
 
 
 def _gpu_name():
@@ -128,6 +133,9 @@ def _screened(rep: Report) -> None:
     if rep.code_changed:
         print(f"gemm regress: {rep.code_changed} large series of kernels whose code or build "
               f"changed since their reference go to the A/B (past the screen or not)")
+    if rep.same_build:
+        print(f"gemm regress: {rep.same_build} large series of kernels whose sources changed "
+              f"but not their machine code (nvcc: SASS, resources, launch) need no A/B for it")
     if rep.carried:
         print(f"gemm regress: {rep.carried} series UNRESOLVED at the commits before are "
               f"measured first ({rep.pooled} with the rounds kept against the anchor, same code)")

@@ -20,11 +20,12 @@ HARNESS = tuple(p for p in MEASURED_BY if p != "kernels")
 _ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.MULTILINE)
 
 
-def same_code(repo, older: str, newer: str, kernel: str) -> bool:
+def same_code(repo, older: str, newer: str, kernel: str, same_build=None) -> bool:
     """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS, and
     none to kernels/ or none to this kernel's own build (_kernel_build: another kernel's
-    change leaves it the same code). False where git cannot tell, or for a kernel the
-    registry does not know."""
+    change leaves it the same code), else `same_build(older, newer, kernel)` (the compiler's
+    word: gemm.explain.identity). False where neither can tell, or for a kernel the registry
+    does not know."""
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
@@ -35,11 +36,14 @@ def same_code(repo, older: str, newer: str, kernel: str) -> bool:
     if _unchanged(repo, older, newer, ("kernels",)):
         return True
     build = _kernel_build(repo, older, kernel)
-    return build is not None and build == _kernel_build(repo, newer, kernel)
+    if build is not None and build == _kernel_build(repo, newer, kernel):
+        return True
+    return bool(same_build and same_build(older, newer, kernel))
 
 
 def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
-    """Did `kernel`'s code or build change from `older` to `newer`? False where git cannot tell."""
+    """Did `kernel`'s code or build change from `older` to `newer`, as git sees it? False where
+    git cannot tell."""
     repo = Path(repo).resolve()
     a, b = _kernel_build(repo, older, kernel), _kernel_build(repo, newer, kernel)
     return a is not None and b is not None and a != b

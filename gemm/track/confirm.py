@@ -50,7 +50,7 @@ def carry(rows: list[Row], root, machine: str, earlier: list,
     return out
 
 
-def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
+def evidence(rows: list[Row], root, machine: str, repo, judged: str, same_build=None) -> int:
     """Give carried rows the rounds kept against the anchor, same code (Row.carried_rounds)."""
     n = 0
     for r in rows:
@@ -62,7 +62,7 @@ def evidence(rows: list[Row], root, machine: str, repo, judged: str) -> int:
         got = next((e.get("values") for e in kept.get("effects") or []
                     if e.get("against") == r.anchor and e.get("values")
                     and e.get("carry") is True), None)
-        if carried(got)[0] and same_code(repo, older, judged, r.kernel):
+        if carried(got)[0] and same_code(repo, older, judged, r.kernel, same_build):
             r.carried_rounds[r.anchor] = got
             n += 1
     return n
@@ -76,14 +76,15 @@ def gpu_present() -> tuple[bool, str]:
 
 
 def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=None,
-           log=print, probe=None, calibration=None) -> list[Row]:
-    """Decide every "drop?" row in place (`kept` verdicts without a GPU); the rows measured."""
+           log=print, probe=None, calibration=None, same_build=None) -> list[Row]:
+    """Decide every "drop?" row in place (`kept` verdicts without a GPU); the rows measured.
+    `same_build`: codeid.same_code's compiler, where git sees a kernel's build change."""
     cands = []
     for r in rows:
         if r.verdict != Verdict.CANDIDATE:
             continue
         against = candidates_against(r)
-        r.identical = [c for c in against if same_code(repo, c, new_commit, r.kernel)]
+        r.identical = [c for c in against if same_code(repo, c, new_commit, r.kernel, same_build)]
         if r.identical and len(r.identical) == len(against):
             r.verdict, r.against = Verdict.NOISE, list(r.identical)
             r.note = f"not confirmed: {_identical_note(r)}"
@@ -126,8 +127,8 @@ def _to_measure(r: Row) -> list[str]:
 
 
 def _identical_note(r: Row) -> str:
-    return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git), so "
-            "no A/B: the machine, not the code")
+    return (f"vs {', '.join(c[:10] for c in r.identical)}: the same measured code (git or "
+            "nvcc), so no A/B: the machine, not the code")
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> None:

@@ -3,6 +3,7 @@ bad input raises BadRequest before any GPU work. docs/gate.md."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 from ..core import registry
@@ -35,6 +36,9 @@ class Request:
     repo: str = "."                 # the git checkout holding the recorded commits
     verdicts: str = "verdicts"
     record_verdicts: bool = False   # keep this run's GPU verdicts for later runs without one
+    # (repo, older, newer, kernel, machine) -> do both build it into the same machine code?
+    # asked where git sees a kernel's build change (gemm.explain.identity); None: git alone
+    same_build: Callable[..., bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Report:
     carried: int = 0                # series carried UNRESOLVED from the commits before ...
     pooled: int = 0                 # ... of them with the rounds kept against the anchor
     code_changed: int = 0           # large series sent to the A/B: their kernel's code changed
+    same_build: int = 0             # large series whose kernel's sources changed, its build not
     empty: str | None = None        # why the run is EMPTY (it measured nothing); None if not
     counts: dict = field(default_factory=dict)   # verdict -> series
     exit: int = 0                   # 0 pass, 1 fail
@@ -102,14 +107,16 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         cal, cal_note = calibration.load(req.calibration, machine,
                                          gpu_name=gpu_name() if gpu_name else None)
         rows, _ = evaluate(runs, suite, cfg, req.commit, narrow, anchor, cal)
+        same = req.same_build and (lambda old, new, k: req.same_build(req.repo, old, new, k,
+                                                                      machine))
         carried = confirm.carry(rows, req.verdicts, machine, carry_from, carry_to)
-        changed = code_changed(rows, req.repo, new_run.commit)
-        pooled = confirm.evidence(carried, req.verdicts, machine, req.repo, new_run.commit)
+        changed, spared = code_changed(rows, req.repo, new_run.commit, same)
+        pooled = confirm.evidence(carried, req.verdicts, machine, req.repo, new_run.commit, same)
     except (HistoryError, ValueError) as exc:
         raise BadRequest(str(exc)) from exc
     report = Report(new_run.commit, machine, cfg, narrow, anchor, anchor_src,
                     cal.date if cal else None, cal_note, rows, len(carried), pooled,
-                    code_changed=changed)
+                    code_changed=changed, same_build=spared)
     if not any(finite(p.value) or p.value is None for k, p in new_run.points.items()
                if not k.baseline and narrow.admits(k.target, k.size)):
         why = (f" of the current benchmark versions ({new_run.other_versions} rows were "
@@ -126,7 +133,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         log(f"gemm regress: calibration: {'from ' + cal.date if cal else cal_note}")
     measured = confirm.decide(rows, cfg, new_run.commit, req.repo,
                               kept=verdicts.load(req.verdicts, machine, new_run.commit), log=log,
-                              calibration=cal)
+                              calibration=cal, same_build=same)
     _changepoints(rows, runs, new_run)
     counts = dict(Counter(r.verdict for r in rows))
     report = replace(report, counts=counts, exit=1 if failed(rows, cfg) else 0)
@@ -144,18 +151,22 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
     return report
 
 
-def code_changed(rows: list[Row], repo, judged: str) -> int:
-    """Make each large series of a kernel changed since its reference a candidate; how many."""
-    n = 0
+def code_changed(rows: list[Row], repo, judged: str, same_build=None) -> tuple[int, int]:
+    """Make each large series of a kernel changed since its reference a candidate: (how many,
+    how many changed in their sources only, `same_build` finding the same machine code)."""
+    n = spared = 0
     for r in rows:
         if not screened_large(r) or not r.reference:
             continue
         r.code_changed = codeid.kernel_changed(repo, r.reference, judged, r.kernel)
+        if r.code_changed and same_build and same_build(r.reference, judged, r.kernel):
+            r.code_changed, spared = False, spared + 1
+            r.add_note(f"sources changed since {r.reference[:10]}, machine code not (nvcc)")
         if r.code_changed and r.verdict != Verdict.CANDIDATE:
             r.verdict = Verdict.CANDIDATE
             r.add_note(f"its kernel's code or build changed since {r.reference[:10]}: measured")
             n += 1
-    return n
+    return n, spared
 
 
 def judged_kernels(names, recorded) -> tuple[str, ...]:

@@ -1,0 +1,130 @@
+"""Same machine code (gemm.explain.identity) and the gate's use of it: git sees every edit
+under kernels/ as a change to the kernels that build from it; nvcc says which of them run
+the same code. Real builds (nvcc + cuobjdump, no GPU; skipped where either is missing) of
+commits made here: a refactor (a comment, a default the registry overrides), a real change
+of 14's tile order, and a retune of 14's small bucket."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gemm.explain import build, identity
+from gemm.track import codeid, gate as rule
+from gemm.track.judge import Request, judge
+from tests.asvfake import write_benchmarks, write_run
+
+ROOT = Path(__file__).resolve().parents[1]
+K14, K05 = "14_bf16_wgmma_tma", "05_2d_blocktiling"
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, (path, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.fixture(scope="module")
+def commits(tmp_path_factory, tools):
+    """{name: sha} of a repository of kernels/: base, refactor, reorder, retune."""
+    if not shutil.which("git"):
+        pytest.skip("no git")
+    repo = tmp_path_factory.mktemp("repo")
+    shutil.copytree(ROOT / "kernels", repo / "kernels")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    out = {}
+
+    def commit(name):
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", name], check=True)
+        out[name] = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True,
+                                   text=True, check=True).stdout.strip()
+    subprocess.run([*git, "init", "-q"], check=True)
+    commit("base")
+    kernels = repo / "kernels"
+    _edit(kernels / "hopper.cuh", "// ---- persistent tile order (14-16) ",
+          "// (a comment only)\n// ---- persistent tile order (14-16) ")
+    _edit(kernels / "14_bf16_wgmma_tma.cu", "#define GROUP_M 16", "#define GROUP_M 8")
+    commit("refactor")
+    _edit(kernels / "hopper.cuh", "row0 = (first_m + in % rows) * kRows;",
+          "row0 = (first_m + rows - 1 - in % rows) * kRows;")
+    commit("reorder")
+    _edit(kernels / "tuned" / "h200.toml", "defines = { BM = 64, BN = 128, STAGES = 6 }",
+          "defines = { BM = 64, BN = 128, STAGES = 8 }")
+    commit("retune")
+    return repo, out
+
+
+def test_git_sees_a_change_where_nvcc_sees_one_only_in_the_real_ones(commits):
+    repo, c = commits
+    steps = [("base", "refactor", True), ("refactor", "reorder", False),
+             ("reorder", "retune", False)]
+    for old, new, same in steps:
+        assert codeid.kernel_changed(repo, c[old], c[new], K14), (old, new)
+        assert identity.same_machine_code(str(repo), c[old], c[new], K14, "h200") is same, \
+            (old, new)
+    # the tile order is 14-16's; 05 builds from neither file, so git and nvcc agree
+    assert not codeid.kernel_changed(repo, c["refactor"], c["reorder"], K05)
+    assert identity.same_machine_code(str(repo), c["refactor"], c["reorder"], K05, "h200")
+    # 14's small bucket only: on a machine without a tuned table the retune changes nothing
+    assert identity.same_machine_code(str(repo), c["reorder"], c["retune"], K14, "other-gpu")
+    # the gate's question: git alone says no, the compiler yes, where only the sources moved
+    assert not codeid.same_code(repo, c["base"], c["refactor"], K14)
+    assert codeid.same_code(repo, c["base"], c["refactor"], K14, lambda o, n, k:
+                            identity.same_machine_code(str(repo), o, n, k, "h200"))
+    assert not codeid.same_code(repo, c["refactor"], c["reorder"], K14, lambda o, n, k:
+                                identity.same_machine_code(str(repo), o, n, k, "h200"))
+
+
+def test_what_cannot_be_built_or_read_is_never_the_same(commits, monkeypatch):
+    repo, c = commits
+    assert not identity.same_machine_code(str(repo), c["base"], "f" * 40, K14, "h200")
+    assert not identity.same_machine_code(str(repo), c["base"], c["refactor"], "99_nope",
+                                          "h200")
+
+    def missing():
+        raise build.ExplainError("no nvcc")
+    monkeypatch.setattr(identity, "find_tools", missing)
+    identity.same_machine_code.cache_clear()
+    assert not identity.same_machine_code(str(repo), c["base"], c["refactor"], K14, "h200")
+    identity.same_machine_code.cache_clear()
+
+
+def test_the_gate_asks_the_compiler_where_git_sees_a_build_change(tmp_path):
+    """21c7ce0 changed 12's registry entry: git alone sends its large series to the A/B; with
+    a compiler that finds the same machine code they are noted, counted and not sent; where
+    it does not, as before."""
+    old, new = (subprocess.run(["git", "rev-parse", rev], capture_output=True, text=True,
+                               check=True).stdout.strip() for rev in ("21c7ce0~1", "21c7ce0"))
+    k12 = "12_tf32_mma_sync"
+    asked = []
+
+    def same(answer):
+        def ask(repo, older, newer, kernel, machine):
+            asked.append((older, newer, kernel, machine))
+            return answer
+        return ask
+    ks, sizes = [K05, k12], ["4096", "512"]
+    res = tmp_path / "results"
+    write_benchmarks(res, ks, sizes)
+    for i, commit in enumerate((old, new)):
+        write_run(res, commit, 1_000_000 + i, {(k, s): 30.0 for k in ks for s in sizes}, ks,
+                  sizes)
+    for answer in (True, False):
+        asked.clear()
+        rep = judge(Request(str(res), "h200", config=rule.GateConfig(confirm=False),
+                            use_anchor=False, calibration=str(tmp_path / "cal"),
+                            verdicts=str(tmp_path / "v"), same_build=same(answer)))
+        large12 = [r for r in rep.rows if r.kernel == k12 and r.size == "4096"]
+        assert len(large12) == 2 and {a[2] for a in asked} == {k12}
+        assert all(a[:2] == (old, new) and a[3] == "h200" for a in asked)
+        if answer:
+            assert rep.code_changed == 0 and rep.same_build == 2
+            assert all(not r.code_changed and r.verdict == rule.Verdict.OK
+                       and "machine code not (nvcc)" in r.note for r in large12)
+        else:
+            assert rep.code_changed == 2 and rep.same_build == 0
+            assert all(r.code_changed and r.verdict == rule.Verdict.UNRESOLVED
+                       for r in large12)
