@@ -128,3 +128,21 @@ def test_the_gate_asks_the_compiler_where_git_sees_a_build_change(tmp_path):
             assert rep.code_changed == 2 and rep.same_build == 0
             assert all(r.code_changed and r.verdict == rule.Verdict.UNRESOLVED
                        for r in large12)
+
+
+def test_a_kept_verdict_reused_without_a_gpu_says_the_same_code_once(monkeypatch):
+    """A row whose kept verdict covers it is given that verdict and its note, which already
+    says which comparisons needed no A/B: decide does not add it again."""
+    from gemm.track import confirm
+    monkeypatch.setattr(confirm, "same_code", lambda repo, old, new, k, same=None: old == "c3")
+    r = rule.Row("05_2d_blocktiling", "4096", "tflops", 10, 30.0, 29.4, -0.02, 0.005,
+                 rule.Verdict.CANDIDATE, reference="c3", anchor="anc", anchor_change=-0.02,
+                 min_effect=0.01)
+    note = ("not confirmed: A/B vs anc here: SAME; "
+            "vs c3: the same measured code (git or nvcc), so no A/B: the machine, not the code")
+    kept = {r.key: {"verdict": "noise", "new": 29.4, "against": ["anc", "c3"], "note": note,
+                    "date": "2026-12-02"}}
+    confirm.decide([r], rule.GateConfig(), "new", kept=kept,
+                   probe=lambda: (False, "no GPU here"))
+    assert r.identical == ["c3"] and r.verdict == rule.Verdict.NOISE
+    assert r.note == f"recorded 2026-12-02: {note}"

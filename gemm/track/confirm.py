@@ -94,9 +94,11 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
     comparisons = [(r, c) for r in cands for c in _to_measure(r)]
+    reused = set()        # rows given their kept verdict, whose note says it all already
     for r in cands:
         if not ok:
-            _use_kept(r, (kept or {}).get(r.key), why)
+            if _use_kept(r, (kept or {}).get(r.key), why):
+                reused.add(id(r))
         elif not candidates_against(r):
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
     if ok and comparisons:
@@ -115,7 +117,7 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
             ab.end(Stop.BROKEN, f"no A/B: {str(exc)[:160]}")
         abreport.finish(ab, machine, clocks)
     for r in cands:     # say which comparisons needed no A/B
-        if r.identical:
+        if r.identical and id(r) not in reused:
             r.against = list(dict.fromkeys([*r.against, *r.identical]))
             r.add_note(_identical_note(r))
     return cands if ok else []
@@ -131,8 +133,9 @@ def _identical_note(r: Row) -> str:
             "nvcc), so no A/B: the machine, not the code")
 
 
-def _use_kept(r: Row, old: dict | None, why: str) -> None:
-    """The kept verdict for this very value and these commits, else UNRESOLVED or a DROP."""
+def _use_kept(r: Row, old: dict | None, why: str) -> bool:
+    """The kept verdict for this very value and these commits (True), else UNRESOLVED or a
+    DROP (False)."""
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new
@@ -143,8 +146,10 @@ def _use_kept(r: Row, old: dict | None, why: str) -> None:
         r.effects, r.against = old.get("effects") or [], old.get("against") or []
         r.open = old.get("open") or []
         r.note = f"recorded {(old.get('date') or '?')[:10]}: {old.get('note', '')}"
-    elif (r.carried or r.code_changed) and not past_screen(r):
+        return True
+    if (r.carried or r.code_changed) and not past_screen(r):
         r.verdict = Verdict.UNRESOLVED
         r.add_note(f"no A/B here: {why}")
     else:
         r.verdict, r.note, r.unconfirmed = Verdict.DROP, f"unconfirmed: {why}", True
+    return False
