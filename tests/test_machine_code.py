@@ -2,7 +2,8 @@
 under kernels/ as a change to the kernels that build from it; nvcc says which of them run
 the same code. Real builds (nvcc + cuobjdump, no GPU; skipped where either is missing) of
 commits made here: a refactor (a comment, a default the registry overrides), a real change
-of 14's tile order, and a retune of 14's small bucket."""
+of 14's tile order, a retune of 14's small bucket, a change to 14's registry entry alone, a
+cluster shape declared, and nvcc options set in the loader's code."""
 from __future__ import annotations
 
 import shutil
@@ -28,7 +29,8 @@ def _edit(path: Path, old: str, new: str) -> None:
 
 @pytest.fixture(scope="module")
 def commits(tmp_path_factory, tools):
-    """{name: sha} of a repository of kernels/: base, refactor, reorder, retune."""
+    """{name: sha} of a repository of kernels/: base, refactor, reorder, retune, smem, cluster
+    (a cluster shape declared: the same SASS), flags (nvcc options in the loader's code)."""
     if not shutil.which("git"):
         pytest.skip("no git")
     repo = tmp_path_factory.mktemp("repo")
@@ -54,22 +56,40 @@ def commits(tmp_path_factory, tools):
     _edit(kernels / "tuned" / "h200.toml", "defines = { BM = 64, BN = 128, STAGES = 6 }",
           "defines = { BM = 64, BN = 128, STAGES = 8 }")
     commit("retune")
+    toml = kernels / "kernels.toml"
+    text = toml.read_text()
+    at = text.index('smem = "', text.index('name = "14_bf16_wgmma_tma"'))
+    end = text.index("\n", at)
+    assert text[at:end] == 'smem = "STAGES * (BM + BN) * 128 + 1024"'
+    toml.write_text(text[:at] + 'smem = "STAGES * (BM + BN) * 128 + 2048"' + text[end:])
+    commit("smem")
+    _edit(kernels / "14_bf16_wgmma_tma.cu", 'extern "C" __global__ void __launch_bounds__',
+          'extern "C" __global__ void __cluster_dims__(1, 1, 1) __launch_bounds__')
+    commit("cluster")
+    (repo / "gemm" / "cuda").mkdir(parents=True)
+    (repo / "gemm" / "cuda" / "loader.py").write_text("def nvcc_options(spec):\n"
+                                                      "    return ['--use_fast_math']\n")
+    commit("flags")
     return repo, out
 
 
 def test_git_sees_a_change_where_nvcc_sees_one_only_in_the_real_ones(commits):
     repo, c = commits
     steps = [("base", "refactor", True), ("refactor", "reorder", False),
-             ("reorder", "retune", False)]
+             ("reorder", "retune", False), ("retune", "smem", False),
+             ("smem", "cluster", False), ("cluster", "flags", False)]
     for old, new, same in steps:
-        assert codeid.kernel_changed(repo, c[old], c[new], K14), (old, new)
+        assert new == "flags" or codeid.kernel_changed(repo, c[old], c[new], K14), (old, new)
         assert identity.same_machine_code(str(repo), c[old], c[new], K14, "h200") is same, \
             (old, new)
     # the tile order is 14-16's; 05 builds from neither file, so git and nvcc agree
     assert not codeid.kernel_changed(repo, c["refactor"], c["reorder"], K05)
     assert identity.same_machine_code(str(repo), c["refactor"], c["reorder"], K05, "h200")
-    # 14's small bucket only: on a machine without a tuned table the retune changes nothing
-    assert identity.same_machine_code(str(repo), c["reorder"], c["retune"], K14, "other-gpu")
+    # a tuned kernel on a machine without a table, a "native" one without an architecture:
+    # what would run is not known, so not the same
+    assert not identity.same_machine_code(str(repo), c["base"], c["refactor"], K14, "other-gpu")
+    assert not identity.same_machine_code(str(repo), c["refactor"], c["reorder"], K05, "h200",
+                                          None)
     # the gate's question: git alone says no, the compiler yes, where only the sources moved
     assert not codeid.same_code(repo, c["base"], c["refactor"], K14)
     assert codeid.same_code(repo, c["base"], c["refactor"], K14, lambda o, n, k:
@@ -87,9 +107,8 @@ def test_what_cannot_be_built_or_read_is_never_the_same(commits, monkeypatch):
     def missing():
         raise build.ExplainError("no nvcc")
     monkeypatch.setattr(identity, "find_tools", missing)
-    identity.same_machine_code.cache_clear()
+    monkeypatch.setattr(identity, "_answers", {})
     assert not identity.same_machine_code(str(repo), c["base"], c["refactor"], K14, "h200")
-    identity.same_machine_code.cache_clear()
 
 
 def test_the_gate_asks_the_compiler_where_git_sees_a_build_change(tmp_path):
@@ -146,3 +165,61 @@ def test_a_kept_verdict_reused_without_a_gpu_says_the_same_code_once(monkeypatch
                    probe=lambda: (False, "no GPU here"))
     assert r.identical == ["c3"] and r.verdict == rule.Verdict.NOISE
     assert r.note == f"recorded 2026-12-02: {note}"
+
+
+def test_decide_and_the_carried_evidence_ask_with_the_compiler(monkeypatch, tmp_path):
+    """confirm.decide and confirm.evidence hand judge's `same_build` to codeid.same_code."""
+    from types import SimpleNamespace
+    from gemm.store import verdicts
+    from gemm.track import confirm
+    seen = []
+    monkeypatch.setattr(confirm, "same_code",
+                        lambda repo, old, new, k, same=None: seen.append(same) or True)
+    mine = object()
+    r = rule.Row(K05, "4096", "tflops", 10, 30.0, 29.4, -0.02, 0.005, rule.Verdict.CANDIDATE,
+                 reference="c3", min_effect=0.01)
+    confirm.decide([r], rule.GateConfig(), "new", probe=lambda: (False, "no GPU"),
+                   same_build=mine)
+    assert seen == [mine] and r.verdict == rule.Verdict.NOISE
+    values = {"first": [30.0, 30.0], "last": [30.0, 30.0], "new": [29.0] * 4, "k": [3, 3]}
+    verdicts.save(tmp_path, "h200", "c3", [{"kernel": K05, "size": "4096", "metric": "tflops",
+                  "verdict": "UNRESOLVED", "effects": [{"against": "anc", "values": values,
+                                                         "carry": True}]}])
+    c = rule.Row(K05, "4096", "tflops", 10, 30.0, 30.0, 0.0, 0.005, rule.Verdict.OK,
+                 reference="c3", anchor="anc", anchor_change=0.0, min_effect=0.01)
+    confirm.carry([c], tmp_path, "h200", [SimpleNamespace(commit="c3")])
+    seen.clear()
+    assert confirm.evidence([c], tmp_path, "h200", ".", "new", mine) == 1 and seen == [mine]
+
+
+def test_judge_hands_its_compiler_to_decide(monkeypatch, tmp_path):
+    from gemm.track import confirm
+    got = {}
+    real = confirm.decide
+
+    def spy(*args, **kwargs):
+        got.update(kwargs)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(confirm, "decide", spy)
+    res = tmp_path / "results"
+    write_benchmarks(res, [K05], ["4096"])
+    for i, commit in enumerate(("a" * 40, "b" * 40)):
+        write_run(res, commit, 1_000_000 + i, {(K05, "4096"): 30.0}, [K05], ["4096"])
+    judge(Request(str(res), "h200", config=rule.GateConfig(confirm=False), use_anchor=False,
+                  calibration=str(tmp_path / "cal"), verdicts=str(tmp_path / "v"),
+                  same_build=lambda *a: True))
+    assert callable(got["same_build"]) and got["same_build"]("x", "y", K05) is True
+
+
+def test_a_header_in_kernels_that_an_angle_include_finds_is_part_of_the_build(tmp_path):
+    """nvcc is given -I kernels/: a <name> found there changes the build, so the compile
+    cache (keyed by build.source_hash) must not hand the old cubin back."""
+    from gemm.core.registry import KernelSpec
+    (tmp_path / "k.cu").write_text("#include <mma.h>\n#include \"own.cuh\"\n")
+    (tmp_path / "own.cuh").write_text("// own\n")
+    spec = KernelSpec("k", "k.cu", "k_main", "fp32", "cublas_fp32")
+    before = build.source_hash(tmp_path, spec)
+    (tmp_path / "mma.h").write_text("#define PAD 8\n")
+    shadowed = build.source_hash(tmp_path, spec)
+    (tmp_path / "mma.h").write_text("#define PAD 16\n")
+    assert len({before, shadowed, build.source_hash(tmp_path, spec)}) == 3

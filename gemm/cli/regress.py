@@ -97,12 +97,20 @@ def request(args) -> Request:
                      overtime_s=args.overtime)
     return Request(args.results, args.machine, args.commit, tuple(args.kernels),
                    tuple(args.sizes), cfg, args.anchor, not args.no_anchor, args.calibration,
-                   args.repo, args.verdicts, args.record_verdicts, _same_build)
+                   args.repo, args.verdicts, args.record_verdicts, _same_build(args.results))
 
 
-def _same_build(repo, older: str, newer: str, kernel: str, machine: str) -> bool:
-    from ..explain.identity import same_machine_code
-    return same_machine_code(str(Path(repo).resolve()), older, newer, kernel, machine)
+def _same_build(results: str):
+    """The gate's compiler (gemm.explain.identity), with each machine's GPU architecture as
+    recorded (results/<machine>/machine.json), for kernels built for the GPU they run on."""
+    def ask(repo, older: str, newer: str, kernel: str, machine: str) -> bool:
+        from ..explain.identity import same_machine_code
+        try:
+            arch = json.loads((Path(results) / machine / "machine.json").read_text())["gpu_arch"]
+        except (OSError, ValueError, KeyError, TypeError):
+            arch = None
+        return same_machine_code(str(Path(repo).resolve()), older, newer, kernel, machine, arch)
+    return ask
 
 
 def _gpu_name():

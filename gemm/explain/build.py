@@ -13,6 +13,7 @@ import contextlib
 import glob
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -280,15 +281,21 @@ class Build:
                 "launch": self.launch.to_dict()}
 
 
+_ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.MULTILINE)
+
+
 def source_hash(kernels: Path, spec: KernelSpec) -> str:
-    """The kernel's .cu file and what it includes from kernels/ (transitively)."""
+    """The kernel's .cu file and what it includes from kernels/ (transitively), and any file
+    there that an #include <name> would find first (nvcc is given -I kernels/), present or not."""
     def read(name: str) -> str | None:
         p = kernels / name
         return p.read_text(errors="replace") if p.is_file() else None
+    files = kernel_sources(read, spec.file)
+    for name in {n for text in list(files.values()) for n in _ANGLE.findall(text or "")}:
+        files.setdefault(f"<{name}>", read(name))
     h = hashlib.sha256()
-    for name, text in kernel_sources(read, spec.file).items():
-        if text is not None:
-            h.update(name.encode() + b"\0" + text.encode())
+    for name, text in files.items():
+        h.update(name.encode() + b"\0" + (text.encode() if text is not None else b"\1"))
     return h.hexdigest()
 
 
@@ -308,9 +315,10 @@ def _run(cmd: list[str], what: str, env: dict | None = None) -> subprocess.Compl
 
 
 def compile_cubin(tools: Tools, kernels: Path, spec: KernelSpec, arch: str,
-                  options: tuple) -> tuple[str, str, str]:
-    """(ptxas -v report, cuobjdump --dump-sass, cuobjdump --dump-resource-usage), cached in
-    this process by source, flags and arch."""
+                  options: tuple) -> tuple[str, str, str, str]:
+    """(ptxas -v report, cuobjdump --dump-sass, cuobjdump --dump-resource-usage, the cubin's
+    launch-relevant ELF sections: resources.elf_facts), cached in this process by source, flags
+    and arch."""
     opts = [*options, *(f"-D{k}={v}" for k, v in sorted(spec.defines.items()))]
     key = (source_hash(kernels, spec), spec.file, tuple(opts), arch, tools.nvcc)
     if key in _compiled:
@@ -325,7 +333,9 @@ def compile_cubin(tools: Tools, kernels: Path, spec: KernelSpec, arch: str,
         dump = _run([tools.cuobjdump, "--dump-sass", cubin], "cuobjdump --dump-sass", env)
         usage = _run([tools.cuobjdump, "--dump-resource-usage", cubin],
                      "cuobjdump --dump-resource-usage", env)
-    _compiled[key] = (ptxas.stderr + ptxas.stdout, dump.stdout, usage.stdout)
+        elf = _run([tools.cuobjdump, "--dump-elf", cubin], "cuobjdump --dump-elf", env)
+    _compiled[key] = (ptxas.stderr + ptxas.stdout, dump.stdout, usage.stdout,
+                      res.elf_facts(elf.stdout))
     return _compiled[key]
 
 
@@ -356,7 +366,7 @@ def build(tools: Tools, tree: Tree, name: str, prob: Problem, arch: str = DEFAUL
     spec, source = resolve_spec(tree, name, prob, gpu, overrides)
     target = arch if spec.arch == "native" else spec.arch
     options = base_options(tree)
-    ptxas, dump, usage = compile_cubin(tools, tree.kernels, spec, target, options)
+    ptxas, dump, usage, _ = compile_cubin(tools, tree.kernels, spec, target, options)
     used = res.combine(res.parse_ptxas(ptxas), res.parse_resource_usage(usage), limits)
     fns = sass.parse_sass(dump)
     entries = {}

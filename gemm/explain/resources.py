@@ -161,3 +161,20 @@ def kib(n: int) -> str:
         return f"{n} B"
     v = n / KB
     return f"{v:.0f} KB" if v >= 10 or v == int(v) else f"{v:.1f} KB"
+
+
+# the cubin's sections a launch reads besides the code: attributes (EIATTR: registers, maximum
+# threads, cluster shape, parameters...), constant and global data, shared memory, the call graph
+_FACTS = re.compile(r"^\.nv\.(info|constant\d*|global|shared|callgraph|compat)(\.|$)")
+
+
+def elf_facts(dump: str) -> str:
+    """`cuobjdump --dump-elf`'s blocks for the sections _FACTS names (the debug sections, which
+    name the file's path, and the code, read as SASS, are left out)."""
+    out, keep = [], False
+    for line in dump.splitlines():
+        if line.startswith("."):
+            keep = bool(_FACTS.match(line))
+        if keep:
+            out.append(line)
+    return "\n".join(out)
