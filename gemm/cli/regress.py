@@ -19,6 +19,7 @@ from ..track import anchor as anchors
 from ..track.gate import MIN_EFFECT, GateConfig, Verdict
 from ..track.judge import BadRequest, Report, Request, judge
 from ..record import unresolved
+from ..store.history import gpu_arch
 from .tables import regress_table
 
 
@@ -105,11 +106,8 @@ def _same_build(results: str):
     recorded (results/<machine>/machine.json), for kernels built for the GPU they run on."""
     def ask(repo, older: str, newer: str, kernel: str, machine: str) -> bool:
         from ..explain.identity import same_machine_code
-        try:
-            arch = json.loads((Path(results) / machine / "machine.json").read_text())["gpu_arch"]
-        except (OSError, ValueError, KeyError, TypeError):
-            arch = None
-        return same_machine_code(str(Path(repo).resolve()), older, newer, kernel, machine, arch)
+        return same_machine_code(str(Path(repo).resolve()), older, newer, kernel, machine,
+                                 gpu_arch(results, machine))
     return ask
 
 

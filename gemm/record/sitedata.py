@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core import stats
 from ..store import verdicts as kept
-from ..store.history import finite, load_runs
+from ..store.history import finite, gpu_arch, load_runs
 
 GATED = ("tflops", "pct_of_cublas")
 # verdict -> (css class, words); the class colours a dashboard cell and a plot marker
@@ -173,14 +173,6 @@ def gpu_of(path) -> str | None:
     return " on ".join(x for x in (gpu, host) if x) or None
 
 
-def _gpu_arch(results, machine: str) -> str | None:
-    import json
-    try:
-        return json.loads((Path(results) / machine / "machine.json").read_text()).get("gpu_arch")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None,
                  calibration_dir=None) -> Machine:
     """`calibration_dir`: where the gate's calibration/<machine>.json lies (default: beside
@@ -210,7 +202,7 @@ def load_machine(results, verdicts_dir, machine: str, anchor: str | None = None,
     m = Machine(machine, commits, dates, values, files, anchor)
     m.rows = {c: _rows(f) for c, f in files.items()}
     m.gpus = gpus
-    m.gpu_arch = _gpu_arch(results, machine)
+    m.gpu_arch = gpu_arch(results, machine)
     from ..track import calibration
     m.calibration, _ = calibration.load(calibration_dir or Path(results).parent / "calibration",
                                         machine)

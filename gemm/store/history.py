@@ -135,6 +135,16 @@ def _json_type(v) -> str:
             type(None): "null"}.get(type(v), "object")
 
 
+def gpu_arch(results_dir: str | Path, machine: str) -> str | None:
+    """The machine's GPU architecture (sm_XY) as its machine.json records it; None where it
+    does not say."""
+    try:
+        return json.loads((Path(results_dir) / machine / "machine.json").read_text()).get(
+            "gpu_arch")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def resolve_machine(results_dir: str | Path, machine: str | None) -> str:
     """The machine named, or the only one the results directory holds."""
     if machine:
