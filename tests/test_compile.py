@@ -12,10 +12,12 @@ from gemm.cuda.loader import nvcc_options, target_arch
 SPECS = list(registry.registry().values())
 
 
-def ptxas_report(nvcc, spec, tmp_path):
+def ptxas_report(nvcc, spec, tmp_path, source=None):
+    """{function: ptxas's figures} of `spec` compiled as the loader does (`source`: another
+    file in its place, with kernels/ still on the include path)."""
     arch = target_arch(spec, "sm_90")
     cmd = [nvcc, "--cubin", "-arch", arch, *nvcc_options(spec), f"-I{kernels_dir()}",
-           "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(spec.path)]
+           "-Xptxas", "-v", "-o", str(tmp_path / "k.cubin"), str(source or spec.path)]
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     funcs = {}
@@ -30,6 +32,12 @@ def ptxas_report(nvcc, spec, tmp_path):
         m = re.search(r"Used (\d+) registers", line)
         if m and current is not None:
             current["regs"] = int(m.group(1))
+        # ptxas's own performance warnings (C7510, C7517, C7518, ...): wgmmas serialized or a
+        # warpgroup.wait injected, each naming its function
+        m = re.search(r"\((C\d+)\) Potential Performance Loss: .* in (?:the )?function '(\w+)'",
+                      line) or re.search(r"\((C75\d\d)\) .* in function '(\w+)'", line)
+        if m:
+            funcs.setdefault(m.group(2), {}).setdefault("perf_loss", []).append(line.strip())
     return funcs
 
 
@@ -42,6 +50,7 @@ def test_compiles_without_spills_or_local_memory(nvcc, spec, tmp_path):
         assert f["spill_st"] == 0 and f["spill_ld"] == 0, f"{entry} spills: {f}"
         assert f["stack"] == 0, f"{entry} uses local memory (stack frame): {f}"
         assert f["regs"] * spec.threads <= 65536, f"{entry}: a block needs more registers than an SM has"
+        assert not f.get("perf_loss"), f"{entry}: {f['perf_loss']}"
 
 
 def test_constants_are_tunable_without_edits(nvcc, tmp_path):
@@ -109,3 +118,18 @@ def test_support_kernels_compile_without_spills(nvcc, entry, tmp_path):
     assert m, f"ptxas did not report {entry}:\n{out.stderr}"
     assert m.groups() == ("0", "0", "0"), m.group(0)
     assert entry.startswith(registry.ENTRY_PREFIX)
+
+
+def test_ptxas_performance_warnings_are_seen(nvcc, tmp_path):
+    """A wgmma main loop with a function call in it (a printf after the commit, as a clock64
+    probe once had) is serialized by ptxas (C7510): the report above must see it, so a kernel
+    change that makes ptxas serialize its wgmmas fails here, without a GPU."""
+    spec = registry.get("16_bf16_tma_store")
+    src = spec.path.read_text()
+    anchor = "                wgmma_commit();\n"
+    assert src.count(anchor) == 1
+    probe = tmp_path / spec.path.name
+    probe.write_text(src.replace(anchor, anchor + '                printf("");\n'))
+    funcs = ptxas_report(nvcc, spec, tmp_path, source=probe)
+    assert funcs[spec.main].get("perf_loss"), funcs[spec.main]
+    assert "C7510" in funcs[spec.main]["perf_loss"][0]

@@ -120,6 +120,7 @@ def test_every_wgmma_tune_candidate_compiles_clean_with_its_claimed_sass(nvcc, c
     f = funcs[spec.main]
     assert f["spill_st"] == f["spill_ld"] == f["stack"] == 0, f"{cand}: {f}"
     assert f["regs"] * spec.threads <= 65536, f"{cand}: {f}"
+    assert not f.get("perf_loss"), f"{cand}: {f['perf_loss']}"   # ptxas serializing wgmmas
     env = {**os.environ, "PATH": os.path.dirname(cuobjdump) + os.pathsep + os.environ["PATH"]}
     out = subprocess.run([cuobjdump, "--dump-sass", "--function", spec.main,
                           str(tmp_path / "k.cubin")], capture_output=True, text=True, env=env)
