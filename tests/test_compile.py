@@ -34,8 +34,7 @@ def ptxas_report(nvcc, spec, tmp_path, source=None):
             current["regs"] = int(m.group(1))
         # ptxas's own performance warnings (C7510, C7517, C7518, ...): wgmmas serialized or a
         # warpgroup.wait injected, each naming its function
-        m = re.search(r"\((C\d+)\) Potential Performance Loss: .* in (?:the )?function '(\w+)'",
-                      line) or re.search(r"\((C75\d\d)\) .* in function '(\w+)'", line)
+        m = re.search(r"\((C\d{4})\) .* function '(\w+)'", line)
         if m:
             funcs.setdefault(m.group(2), {}).setdefault("perf_loss", []).append(line.strip())
     return funcs
