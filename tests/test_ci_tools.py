@@ -495,7 +495,7 @@ def test_the_plan_takes_the_kernels_that_use_shared_memory(nvcc):
     assert "static (ptxas)" in smem["06_vectorized"] and "dynamic" in smem["12_tf32_mma_sync"]
     tma = {s.name for s in specs if s.tma}
     assert tma == {"13_tf32_wgmma_tma", "14_bf16_wgmma_tma", "15_bf16_pingpong",
-                   "16_bf16_tma_store", "17_bf16_acc_overlap"}
+                   "16_bf16_tma_store", "17_bf16_acc_overlap", "18_bf16_pingpong_tma_store"}
     race, race_shapes, race_skip = sp.plan("racecheck", specs, smem)
     sync, sync_shapes, sync_skip = sp.plan("synccheck", specs, smem)
     assert set(race_skip) == {"01_naive", "02_coalesced"} | tma and "TMA" in race_skip["14_bf16_wgmma_tma"]
@@ -570,7 +570,8 @@ def test_memcheck_dry_run_prints_each_pass(nvcc, tmp_path):
                              "12_tf32_mma_sync"]
     assert kernels(sync) == kernels(race) + ["13_tf32_wgmma_tma", "14_bf16_wgmma_tma",
                                              "15_bf16_pingpong", "16_bf16_tma_store",
-                                             "17_bf16_acc_overlap"]
+                                             "17_bf16_acc_overlap",
+                                             "18_bf16_pingpong_tma_store"]
     assert shapes(race) == [sp.ALIGNED, sp.TILED, sp.UNALIGNED]
     assert shapes(sync) == [sp.ALIGNED, sp.TILED, sp.UNALIGNED, sp.TMA]
     assert race[race.index("--alpha-beta") + 1] == sync[sync.index("--alpha-beta") + 1] == "1.5,0.5"

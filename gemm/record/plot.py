@@ -24,9 +24,9 @@ from .sitedata import load_machine, min_effect_for, robust_limits, size_order
 
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#393b79", "#00a087", "#e7ba52", "#c51b7d", "#fb9a99",
-           "#6a3d9a", "#b2df8a", "#8c6d31"]
+           "#6a3d9a", "#b2df8a", "#8c6d31", "#7b4173"]
 MARKERS = ["o", "s", "D", "^", "v", "<", ">", "p", "h", "*", "X", "P", "d", "8", "H",
-           (5, 2, 0), (6, 2, 0)]   # 16th, 17th: five- and six-armed asterisks ((sides, style, angle))
+           (5, 2, 0), (6, 2, 0), (7, 2, 0)]   # 16th-18th: 5- to 7-armed asterisks ((sides, style, angle))
 CUBLAS = {   # configuration -> (colour, dashes, marker)
     "cublas_fp32": ("#000000", "--", "x"),
     "cublas_tf32": ("#555555", ":", "+"),
