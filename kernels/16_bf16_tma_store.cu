@@ -38,6 +38,7 @@
 // Measured (H200 GPU-b4214239, 3089ef9, one gemm bench process beside 14): 631 / 629 / 662
 // TFLOPS at 2048 / 4096 / 8192 (93.6 / 93.8 / 95.1 % of the cuBLASLt baseline), 14 586 / 612 / 643.
 #include "hopper.cuh"
+#include "tma_store.cuh"
 #ifndef BM
 #define BM 128
 #endif
@@ -64,11 +65,7 @@ constexpr int BK = 64;                       // bf16 elements in one 128-byte sw
 constexpr int CONSUMERS = BM / 64;
 constexpr int THREADS = 128 * (1 + CONSUMERS);
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int BOX_N = 32;                    // FP32 columns of a 128-byte swizzled row: C's box
-constexpr int BOX_BYTES = 64 * BOX_N * 4;    // one 64 x 32 box (8 KB)
-constexpr int SUBS = EPI_N / BOX_N;          // boxes per chunk (one bulk group)
-constexpr int EPI_BYTES = SUBS * BOX_BYTES;  // one staging buffer
-constexpr int CHUNKS = BN / EPI_N;           // chunks per tile and consumer
+constexpr int EPI_BYTES = EPI_N / BOX_N * BOX_BYTES;   // one staging buffer
 constexpr int EPI_BAR = 1;                   // named barriers 1, 2: consumer 0's, consumer 1's
 static_assert(BM == 64 || BM == 128, "BM: one or two consumer warpgroups of 64 rows");
 static_assert(BN == 128 || BN == 256, "BN: the wgmma N");
@@ -79,93 +76,6 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0 &&
               "setmaxnreg counts");
 static_assert(STAGE_BYTES % 1024 == 0 && BOX_BYTES % 1024 == 0,
               "stages and staging boxes 1024-byte aligned (the 128-byte swizzle's atom)");
-
-// ---- the TMA store and its bulk groups (this kernel's own; 13-15 do not use them) --------
-// One box from shared memory at src to the tensor of `map` at (c0 = column, c1 = row); the
-// parts of the box outside the tensor are not written. Counted in this thread's open bulk
-// group.
-__device__ __forceinline__ void tma_store_2d(const TmaMap* map, uint32_t src, int c0, int c1) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
-            reinterpret_cast<uint64_t>(map)),
-        "r"(c0), "r"(c1), "r"(src)
-        : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// Until at most N of this thread's bulk groups still read their shared memory.
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-// Until at most N of this thread's bulk groups are pending at all (writes included).
-template <int N>
-__device__ __forceinline__ void bulk_wait() {
-    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-// This thread's shared-memory writes (generic proxy) before later async-proxy reads (TMA).
-__device__ __forceinline__ void fence_async_shared() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-__device__ __forceinline__ void warpgroup_sync(int id) {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
-}
-__device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
-}
-
-// Chunk q (columns q * EPI_N ..) of a warpgroup's m64nBN accumulator into a staging buffer, as
-// alpha * acc, in the 128B-swizzled layout of the C map's box: box s of the chunk (columns
-// s * 32 ..) at buf + s * BOX_BYTES, row r at r * 128, its 16-byte unit u at (u ^ (r % 8)) * 16.
-// Thread t (warp w, lane l) holds row 16 * w + l / 4 + 8 * h, columns 8 * i + 2 * (l % 4) + {0,
-// 1} in registers 4 * i + 2 * h + {0, 1} (hopper.cuh's store_accumulator); in a box, i's
-// 32-byte span is units 2 * (i % 4) and + 1, the lane's pair is in unit 2 * (i % 4) + (l % 4) / 2
-// at byte 8 * (l % 2), and r % 8 = l / 4 for every w and h.
-template <int Q>
-__device__ __forceinline__ void stage_chunk(const float (&d)[BN / 2], uint32_t buf, float alpha) {
-    const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-    const uint32_t xr = l >> 2, half = (l >> 1) & 1, lo = (l & 1) << 3;
-#pragma unroll
-    for (int ii = 0; ii < EPI_N / 8; ++ii) {
-        const int i = Q * (EPI_N / 8) + ii;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const uint32_t row = 16 * w + (l >> 2) + 8 * h;
-            const uint32_t unit = (2 * (ii % 4) + half) ^ xr;
-            const uint32_t addr = buf + (ii / 4) * BOX_BYTES + row * 128 + unit * 16 + lo;
-            st_shared_v2(addr, alpha * d[4 * i + 2 * h], alpha * d[4 * i + 2 * h + 1]);
-        }
-    }
-}
-
-// One consumer's tile through the staging buffers (see the head of the file). `n`: the
-// chunks this consumer has staged so far (buffer n % 2); `leader`: its thread 0, which owns
-// the bulk groups.
-template <int Q>
-__device__ __forceinline__ void store_chunks(const float (&d)[BN / 2], const TmaMap* map_c,
-                                             uint32_t staging, int& n, bool leader, int bar,
-                                             int N, int row, int col0, float alpha) {
-    if constexpr (Q < CHUNKS) {
-        const int col = col0 + Q * EPI_N;
-        if (col < N) {                        // chunks wholly right of C are skipped
-            const uint32_t buf = staging + (n & 1) * EPI_BYTES;
-            if (leader) bulk_wait_read<1>();  // the group that read this buffer is done
-            warpgroup_sync(bar);              // ... and every thread knows it
-            stage_chunk<Q>(d, buf, alpha);
-            fence_async_shared();             // these writes before the copy engine's reads
-            warpgroup_sync(bar);              // every thread's writes and fence are done
-            if (leader) {
-#pragma unroll
-                for (int s = 0; s < SUBS; ++s)
-                    if (col + s * BOX_N < N) tma_store_2d(map_c, buf + s * BOX_BYTES, col + s * BOX_N, row);
-                bulk_commit();
-            }
-            ++n;
-        }
-        store_chunks<Q + 1>(d, map_c, staging, n, leader, bar, N, row, col0, alpha);
-    }
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 sgemm_bf16_tma_store(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
@@ -249,7 +159,7 @@ sgemm_bf16_tma_store(const __grid_constant__ TmaMap map_a, const __grid_constant
             if (!via_tma)
                 store_accumulator<BN>(acc, C, M, N, row, col0, alpha, beta);
             else if (row < M)                 // rows wholly below C: nothing to store
-                store_chunks<0>(acc, &map_c, staging, n, leader, EPI_BAR + cw, N, row, col0,
+                store_chunks<BN, EPI_N, 0>(acc, &map_c, staging, n, leader, EPI_BAR + cw, N, row, col0,
                                 alpha);
         }
         if (leader) bulk_wait<0>();           // every store done before the block's smem goes
