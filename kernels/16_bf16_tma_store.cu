@@ -65,7 +65,8 @@ constexpr int BK = 64;                       // bf16 elements in one 128-byte sw
 constexpr int CONSUMERS = BM / 64;
 constexpr int THREADS = 128 * (1 + CONSUMERS);
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-constexpr int EPI_BYTES = EPI_N / BOX_N * BOX_BYTES;   // one staging buffer
+using Epilogue = TmaStoreEpilogue<BN, EPI_N>;   // tma_store.cuh
+constexpr int EPI_BYTES = Epilogue::EPI_BYTES;   // one staging buffer
 constexpr int EPI_BAR = 1;                   // named barriers 1, 2: consumer 0's, consumer 1's
 static_assert(BM == 64 || BM == 128, "BM: one or two consumer warpgroups of 64 rows");
 static_assert(BN == 128 || BN == 256, "BN: the wgmma N");
@@ -159,8 +160,8 @@ sgemm_bf16_tma_store(const __grid_constant__ TmaMap map_a, const __grid_constant
             if (!via_tma)
                 store_accumulator<BN>(acc, C, M, N, row, col0, alpha, beta);
             else if (row < M)                 // rows wholly below C: nothing to store
-                store_chunks<BN, EPI_N, 0>(acc, &map_c, staging, n, leader, EPI_BAR + cw, N, row, col0,
-                                alpha);
+                Epilogue::store_chunks<0>(acc, &map_c, staging, n, leader, EPI_BAR + cw, N, row,
+                                          col0, alpha);
         }
         if (leader) bulk_wait<0>();           // every store done before the block's smem goes
     }

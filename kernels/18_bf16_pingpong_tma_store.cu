@@ -50,7 +50,8 @@ constexpr int THREADS = 128 * (1 + CONSUMERS);
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int ORDER_BAR = 1;                 // named barriers 1, 2: "consumer 0 / 1 may issue"
 constexpr int EPI_BAR = 3;                   // named barriers 3, 4: consumer 0's / 1's epilogue
-constexpr int EPI_BYTES = EPI_N / BOX_N * BOX_BYTES;   // one staging buffer
+using Epilogue = TmaStoreEpilogue<BN, EPI_N>;   // tma_store.cuh
+constexpr int EPI_BYTES = Epilogue::EPI_BYTES;   // one staging buffer
 static_assert(BM == 64 || BM == 128, "BM: one consumer's tile is one or two m64 row blocks");
 static_assert(BN == 128 || BN == 192, "BN: the wgmma N (128 or 192)");
 static_assert(EPI_N % BOX_N == 0 && BN % EPI_N == 0, "EPI_N: a multiple of 32 dividing BN");
@@ -171,8 +172,8 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
                 if (!via_tma)
                     store_accumulator<BN>(acc[h], C, M, N, row, col0, alpha, beta);
                 else if (row < M)             // rows wholly below C: nothing to store
-                    store_chunks<BN, EPI_N, 0>(acc[h], &map_c, staging, n, leader, EPI_BAR + cw, N, row,
-                                    col0, alpha);
+                    Epilogue::store_chunks<0>(acc[h], &map_c, staging, n, leader, EPI_BAR + cw,
+                                              N, row, col0, alpha);
             }
         }
         if (leader) bulk_wait<0>();           // every store done before the block's smem goes

@@ -42,56 +42,65 @@ __device__ __forceinline__ void st_shared_v2(uint32_t addr, float x, float y) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
 
-// Chunk q (columns q * CN ..) of a warpgroup's m64nBN accumulator into a staging buffer, as
-// alpha * acc, in the 128B-swizzled layout of the C map's box: box s of the chunk (columns
-// s * 32 ..) at buf + s * BOX_BYTES, row r at r * 128, its 16-byte unit u at (u ^ (r % 8)) * 16.
-// Thread t (warp w, lane l) holds row 16 * w + l / 4 + 8 * h, columns 8 * i + 2 * (l % 4) + {0,
-// 1} in registers 4 * i + 2 * h + {0, 1} (hopper.cuh's store_accumulator); in a box, i's
-// 32-byte span is units 2 * (i % 4) and + 1, the lane's pair is in unit 2 * (i % 4) + (l % 4) / 2
-// at byte 8 * (l % 2), and r % 8 = l / 4 for every w and h.
-template <int WN, int CN, int Q>
-__device__ __forceinline__ void stage_chunk(const float (&d)[WN / 2], uint32_t buf, float alpha) {
-    const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-    const uint32_t xr = l >> 2, half = (l >> 1) & 1, lo = (l & 1) << 3;
-#pragma unroll
-    for (int ii = 0; ii < CN / 8; ++ii) {
-        const int i = Q * (CN / 8) + ii;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const uint32_t row = 16 * w + (l >> 2) + 8 * h;
-            const uint32_t unit = (2 * (ii % 4) + half) ^ xr;
-            const uint32_t addr = buf + (ii / 4) * BOX_BYTES + row * 128 + unit * 16 + lo;
-            st_shared_v2(addr, alpha * d[4 * i + 2 * h], alpha * d[4 * i + 2 * h + 1]);
-        }
-    }
-}
+// The epilogue of an m64 x WN fragment in chunks of CN columns (a multiple of BOX_N).
+template <int WN, int CN>
+struct TmaStoreEpilogue {
+    static constexpr int SUBS = CN / BOX_N;          // boxes per chunk (one bulk group)
+    static constexpr int EPI_BYTES = SUBS * BOX_BYTES;   // one staging buffer
 
-// One consumer's tile through the staging buffers (see the head of the file). `n`: the
-// chunks this consumer has staged so far (buffer n % 2); `leader`: its thread 0, which owns
-// the bulk groups.
-template <int WN, int CN, int Q>
-__device__ __forceinline__ void store_chunks(const float (&d)[WN / 2], const TmaMap* map_c,
-                                             uint32_t staging, int& n, bool leader, int bar,
-                                             int N, int row, int col0, float alpha) {
-    constexpr int SUBS = CN / BOX_N, EPI_BYTES = SUBS * BOX_BYTES;
-    if constexpr (Q < WN / CN) {
-        const int col = col0 + Q * CN;
-        if (col < N) {                        // chunks wholly right of C are skipped
-            const uint32_t buf = staging + (n & 1) * EPI_BYTES;
-            if (leader) bulk_wait_read<1>();  // the group that read this buffer is done
-            warpgroup_sync(bar);              // ... and every thread knows it
-            stage_chunk<WN, CN, Q>(d, buf, alpha);
-            fence_async_shared();             // these writes before the copy engine's reads
-            warpgroup_sync(bar);              // every thread's writes and fence are done
-            if (leader) {
+    // Chunk q (columns q * CN ..) of a warpgroup's m64nWN accumulator into a staging buffer,
+    // as alpha * acc, in the 128B-swizzled layout of the C map's box: box s of the chunk
+    // (columns s * 32 ..) at buf + s * BOX_BYTES, row r at r * 128, its 16-byte unit u at
+    // (u ^ (r % 8)) * 16. Thread t (warp w, lane l) holds row 16 * w + l / 4 + 8 * h, columns
+    // 8 * i + 2 * (l % 4) + {0, 1} in registers 4 * i + 2 * h + {0, 1} (hopper.cuh's
+    // store_accumulator); in a box, i's 32-byte span is units 2 * (i % 4) and + 1, the lane's
+    // pair is in unit 2 * (i % 4) + (l % 4) / 2 at byte 8 * (l % 2), and r % 8 = l / 4 for every
+    // w and h.
+    template <int Q>
+    static __device__ __forceinline__ void stage_chunk(const float (&d)[WN / 2], uint32_t buf,
+                                                       float alpha) {
+        const int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+        const uint32_t xr = l >> 2, half = (l >> 1) & 1, lo = (l & 1) << 3;
 #pragma unroll
-                for (int s = 0; s < SUBS; ++s)
-                    if (col + s * BOX_N < N) tma_store_2d(map_c, buf + s * BOX_BYTES, col + s * BOX_N, row);
-                bulk_commit();
+        for (int ii = 0; ii < CN / 8; ++ii) {
+            const int i = Q * (CN / 8) + ii;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t row = 16 * w + (l >> 2) + 8 * h;
+                const uint32_t unit = (2 * (ii % 4) + half) ^ xr;
+                const uint32_t addr = buf + (ii / 4) * BOX_BYTES + row * 128 + unit * 16 + lo;
+                st_shared_v2(addr, alpha * d[4 * i + 2 * h], alpha * d[4 * i + 2 * h + 1]);
             }
-            ++n;
         }
-        store_chunks<WN, CN, Q + 1>(d, map_c, staging, n, leader, bar, N, row, col0, alpha);
     }
-}
 
+    // One consumer's tile through the staging buffers (16's header says how). `n`: the
+    // chunks this consumer has staged so far (buffer n % 2); `leader`: its thread 0, which owns
+    // the bulk groups.
+    template <int Q>
+    static __device__ __forceinline__ void store_chunks(const float (&d)[WN / 2], const TmaMap* map_c,
+                                                        uint32_t staging, int& n, bool leader,
+                                                        int bar, int N, int row, int col0,
+                                                        float alpha) {
+        if constexpr (Q < WN / CN) {
+            const int col = col0 + Q * CN;
+            if (col < N) {                        // chunks wholly right of C are skipped
+                const uint32_t buf = staging + (n & 1) * EPI_BYTES;
+                if (leader) bulk_wait_read<1>();  // the group that read this buffer is done
+                warpgroup_sync(bar);              // ... and every thread knows it
+                stage_chunk<Q>(d, buf, alpha);
+                fence_async_shared();             // these writes before the copy engine's reads
+                warpgroup_sync(bar);              // every thread's writes and fence are done
+                if (leader) {
+#pragma unroll
+                    for (int s = 0; s < SUBS; ++s)
+                        if (col + s * BOX_N < N)
+                            tma_store_2d(map_c, buf + s * BOX_BYTES, col + s * BOX_N, row);
+                    bulk_commit();
+                }
+                ++n;
+            }
+            store_chunks<Q + 1>(d, map_c, staging, n, leader, bar, N, row, col0, alpha);
+        }
+    }
+};

@@ -32,7 +32,19 @@ import pytest
 from gemm.core import registry, tuning
 
 SPEC = registry.get("16_bf16_tma_store")
-SOURCE = SPEC.path.read_text()
+
+
+def _spliced(path, seen=None) -> str:
+    """A kernel file's text with its quoted includes from kernels/ spliced in where they stand
+    (each once), as the compiler reads it."""
+    seen = set() if seen is None else seen
+    seen.add(path.name)
+    return re.sub(r'^\s*#\s*include\s*"([^"]+)"[^\n]*$',
+                  lambda m: "" if m.group(1) in seen else _spliced(path.parent / m.group(1), seen),
+                  path.read_text(), flags=re.MULTILINE)
+
+
+SOURCE = _spliced(SPEC.path)   # 16's .cu with tma_store.cuh (its epilogue) and hopper.cuh
 
 # ---- the protocol ------------------------------------------------------------------------
 STEPS = ("wait_read", "bar_before_write", "fence", "bar_before_store", "wait_exit")
