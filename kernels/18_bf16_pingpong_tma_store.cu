@@ -14,10 +14,18 @@
 //   15's (ids 1, 2), the epilogue's ids 3, 4.
 // - As 16: the TMA path needs beta == 0 and a C the map can address (N % 4 == 0, C 16-byte
 //   aligned); otherwise the launch stores as 15 does (store_accumulator, C read where beta != 0).
+// - The main loop counts its stage and phase on (no division a K step) and keeps the barrier
+//   and descriptor bases in registers (95 instructions a K step, 107 before), and a consumer
+//   hands the tensor cores over with its last K step still to issue: 0.7-1.0 % less time at
+//   2048-8192 together. 4 stages and 64-column chunks, `gemm tune 18`'s pick at 2048 and 4096,
+//   ran 3.8 % faster than 6 and 32 at 8192; with the tuned table (and the loop before this
+//   change) 18 ran 95.3 / 94.7 / 93.8 % of the cuBLASLt baseline at 2048 / 4096 / 8192 and
+//   93.6 % at 1024 in one bench process (docs/evidence.md, step 18 tuned).
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN).
-// Defaults 128, 128, 6, 16, 40, 232, 32. Threads: 384. Dynamic shared memory STAGES * (BM + BN)
-// * 128 + 1024 + EPI_N * 1024 bytes (6 stages of 32 KB + 32 KB of staging = 230,400).
+// Defaults 128, 128, 4, 16, 40, 232, 64 (the tuned large bucket). Threads: 384. Dynamic shared
+// memory STAGES * (BM + BN) * 128 + 1024 + EPI_N * 1024 bytes (4 stages of 32 KB + 64 KB of
+// staging = 197,632).
 #include "hopper.cuh"
 #include "pingpong.cuh"
 #include "tma_store.cuh"
@@ -28,7 +36,7 @@
 #define BN 128
 #endif
 #ifndef STAGES
-#define STAGES 6
+#define STAGES 4
 #endif
 #ifndef GROUP_M
 #define GROUP_M 16
@@ -40,7 +48,7 @@
 #define CONSUMER_REGS 232
 #endif
 #ifndef EPI_N
-#define EPI_N 32
+#define EPI_N 64
 #endif
 
 constexpr int BK = 64;                       // bf16 elements in one 128-byte swizzle span
@@ -128,22 +136,30 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
         const uint32_t staging = tiles + STAGES * STAGE_BYTES + cw * 2 * EPI_BYTES;
         if (via_tma && leader) tma_prefetch_map(&map_c);
         int n = 0;                            // chunks staged by this consumer so far
+        // Shared-memory addresses of the barriers and the stage ring's descriptor low word, held
+        // in registers: unpinned, ptxas rebuilds them (S2R and address arithmetic) every K step.
+        uint32_t full0 = smem_addr(&full[0]), empty0 = smem_addr(&empty[0]);
+        uint32_t desc0 = static_cast<uint32_t>(desc_kmajor_sw128(tiles));
+        asm volatile("" : "+r"(full0), "+r"(empty0), "+r"(desc0));
+        constexpr uint64_t DESC_HI = (64ull << 32) | (1ull << 62);   // desc_kmajor_sw128: every stage
         float acc[HALVES][BN / 2];            // set by each tile's first wgmma (accumulate = 0)
         for (int j = cw;; j += CONSUMERS) {
             const int t = blockIdx.x + j * gridDim.x;
             if (t >= ntiles) break;
             int row0, col0;
             tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
-            int g = j * ktiles;
-            // Our turn on the tensor cores: the other consumer has issued every wgmma of local
-            // tile j - 1 (so it has also seen every fill before g complete: a full wait below
-            // never meets a stage two phases behind).
+            // K tile kt of local tile j is fill g = j * ktiles + kt: stage s, phase ph, counted
+            // on from the tile's first fill (no division per K step).
+            int s = j * ktiles % STAGES, last = s;
+            uint32_t ph = (j * ktiles / STAGES) & 1;
+            const bool hand_over = t + gridDim.x < ntiles;   // the other consumer has a next tile
+            // Our turn on the tensor cores: the other consumer has issued the wgmmas of local
+            // tile j - 1 up to its last K step, so it has seen every fill before our first but
+            // one complete, and a full wait below never meets a stage two phases behind.
             if (j > 0) order_wait(ORDER_BAR + cw);
-            for (int kt = 0; kt < ktiles; ++kt, ++g) {
-                const int s = g % STAGES;
-                stage_wait(smem_addr(&full[s]), (g / STAGES) & 1);
-                const uint32_t sa = tiles + s * STAGE_BYTES;
-                const uint64_t db = desc_kmajor_sw128(sa + A_BYTES);
+            for (int kt = 0; kt < ktiles; ++kt) {
+                stage_wait(full0 + 8 * s, ph);
+                const uint32_t da = desc0 + s * (STAGE_BYTES >> 4), db = da + (A_BYTES >> 4);
 #pragma unroll
                 for (int h = 0; h < HALVES; ++h) fence_regs(acc[h]);
                 wgmma_fence();
@@ -151,21 +167,25 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
                 for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
                     for (int h = 0; h < HALVES; ++h)
-                        wgmma_bf16_n<BN>(acc[h], desc_kmajor_sw128(sa + h * 64 * 128) + 2 * kk,
-                                         db + 2 * kk, kt > 0 || kk > 0);
+                        wgmma_bf16_n<BN>(acc[h], DESC_HI | (da + h * (64 * 128 >> 4) + 2 * kk),
+                                         DESC_HI | (db + 2 * kk), kt > 0 || kk > 0);
                 wgmma_commit();
                 wgmma_wait<1>();              // the group of the previous K tile has finished
 #pragma unroll
                 for (int h = 0; h < HALVES; ++h) fence_regs(acc[h]);
-                if (kt > 0 && arrives) mbar_arrive(smem_addr(&empty[(g - 1) % STAGES]));
+                if (kt > 0 && arrives) mbar_arrive(empty0 + 8 * last);
+                // Hand the tensor cores over with one K step still to issue, so the other
+                // consumer's first wgmmas queue behind our last ones instead of after a gap.
+                if (hand_over && kt == ktiles - 2) order_signal(ORDER_BAR + (1 - cw));
+                last = s;
+                if (++s == STAGES) { s = 0; ph ^= 1; }
             }
-            // Hand the tensor cores over (only if the other consumer has a next tile: then it
-            // syncs on this barrier exactly once more), then finish and store while it works.
-            if (t + gridDim.x < ntiles) order_signal(ORDER_BAR + (1 - cw));
+            if (hand_over && ktiles < 2) order_signal(ORDER_BAR + (1 - cw));
+            // then finish and store while the other consumer works
             wgmma_wait<0>();
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) fence_regs(acc[h]);
-            if (arrives) mbar_arrive(smem_addr(&empty[(g - 1) % STAGES]));
+            if (arrives) mbar_arrive(empty0 + 8 * last);
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) {
                 const int row = row0 + 64 * h;
