@@ -1127,7 +1127,6 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
     2048's tail) can be read from the file: the A/A rows and the trials' TFLOPS rows keep the
     kernel's median per placement, per process, as `gemm measure` reported them."""
     from gemm.calibrate import runner as calibrate
-    from gemm.track import abtest
     from gemm.track.gate import GateConfig
     doc = {"records": [
         {"kernel": "07", "size": "2048", "role": "kernel",
@@ -1135,14 +1134,16 @@ def test_calibration_keeps_each_processs_per_placement_medians(monkeypatch, tmp_
         {"kernel": "cublas_fp32", "size": "2048", "role": "baseline",
          "baseline_time": {"per_set": [{"median_s": 3.4e-4}]}},
         {"kernel": "05", "size": "2048", "role": "kernel", "kernel_time": {}}]}
-    assert abtest.placements(doc) == {("07", "2048"): [4.1e-4, 4.2e-4]}
+    assert calibrate.placements_of(doc) == {("07", "2048"): [4.1e-4, 4.2e-4]}
     n = [0]
 
-    def measure(root, series, env=None, sets=None, **kw):
+    def measure(root, series, env=None, docs=None, **kw):
         n[0] += 1
         slow = 1.0 + 0.005 * (n[0] % 3 == 0)
-        if sets is not None:
-            sets.update({("07", "2048"): [4.1e-4 * slow, 4.1e-4]})
+        if docs is not None:
+            docs.append({"records": [{"kernel": "07", "size": "2048", "role": "kernel",
+                                      "kernel_time": {"per_set": [{"median_s": 4.1e-4 * slow},
+                                                                  {"median_s": 4.1e-4}]}}]})
         share = float((env or {}).get("GEMM_INJECT_DELAY") or 0)
         return {("07", "2048", m): 41.0 / slow / (1 + share) for m in calibrate.METRICS}
     monkeypatch.setattr(calibrate.abtest, "measure", measure)

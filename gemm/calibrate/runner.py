@@ -63,6 +63,17 @@ def tail_of(values: list[float], cut: float = 4.0) -> tuple[float, int] | None:
     return r, (sum(abs(x - m) > cut * r for x in vals) if r > 0 else 0)
 
 
+def placements_of(doc: dict) -> dict:
+    """{(kernel, size): [the kernel's median s per operand placement]} from a gemm.measure/1
+    document's records."""
+    out = {}
+    for r in doc.get("records") or []:
+        sets = (r.get("kernel_time") or {}).get("per_set") or []
+        if r.get("role") == "kernel" and sets:
+            out[(r["kernel"], r["size"])] = [x.get("median_s") for x in sets]
+    return out
+
+
 def noise(root, kernels, sizes, processes: int, log,
           placements: dict | None = None) -> tuple[dict, dict, int, bool]:
     """({(kernel, size, metric): [value per process]}, the GPU, processes measured, whether
@@ -71,16 +82,17 @@ def noise(root, kernels, sizes, processes: int, log,
     device: dict = {}
     for i in range(processes):
         log(f"calibrate: A/A process {i + 1}/{processes}: {', '.join(kernels)} at {', '.join(sizes)}")
-        sets: dict = {}
+        docs: list = []
         try:
-            measured = abtest.measure(Path(root), {k: list(sizes) for k in kernels},
-                                      device=device, sets=sets)
+            measured = abtest.measure(Path(root), {k: list(sizes) for k in kernels}, docs=docs)
         except KeyboardInterrupt:
             return got, device, i, True
+        for doc in docs:
+            device.update(doc.get("device") or {})
         for key, v in measured.items():
             got.setdefault(key, []).append(v)
         if placements is not None:
-            for cell, medians in sets.items():
+            for cell, medians in (placements_of(docs[0]) if docs else {}).items():
                 placements.setdefault(cell, []).append(medians)
     return got, device, processes, False
 
@@ -138,10 +150,10 @@ def trial(root, kernels, sizes, shares, cfg: GateConfig, cal, log, label: str = 
 
         def measure(arm: str, what: dict) -> tuple[dict, dict]:
             walls: dict = {}
-            sets: dict = {}
+            docs: list = []
             got = abtest.measure(Path(root), what, env=None if arm == REFERENCE else
-                                 {ENV: repr(float(sh))}, sets=sets, walls=walls)
-            procs.append((ab.n, arm, sets))
+                                 {ENV: repr(float(sh))}, walls=walls, docs=docs)
+            procs.append((ab.n, arm, placements_of(docs[0]) if docs else {}))
             return got, walls
         ab = ABRun([(r, REFERENCE) for r in rows], cfg, f"+{100 * sh:g} %", measure,
                    lambda s: log(f"calibrate: {label}{s}"), cal, plan.speeds(rows), clock=clock,

@@ -1,8 +1,5 @@
-"""The A/B's arms: each commit checked out in its own git worktree and measured by its own
-`python -m gemm measure --task K@S... --policy confirm --json F` (gemm.measure/1), one process
-a call (a commit from before a03e0e7 lacks --task and fails as an arm). Whether two commits
-measure with the same code at all is git's to say (gemm.track.codeid).
-"""
+"""The A/B's arms: each commit in its own git worktree, measured by its own `python -m gemm
+measure --task K@S... --policy confirm --json F` (gemm.measure/1), one process a call."""
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..core import git
+from ..core import git, stats
 
 TIMEOUT_S = 900
 METRICS = ("tflops", "pct_of_cublas")
@@ -65,7 +62,7 @@ def _run(tree: Path, args: list[str], timeout: float, env: dict | None = None):
 
 
 def _values(got: dict, tree: Path) -> dict:
-    # the tree's own gemm must have measured (where the document names its package)
+    """{(kernel, size, metric): value or None (failed)}, measured by the tree's own gemm."""
     pkg = Path(got["package"]).resolve() if got.get("package") else None
     if pkg is not None and tree not in pkg.parents:
         raise ABError(f"the measurement imported gemm from {pkg}, not from {tree}")
@@ -106,25 +103,14 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     walls[None] = walls.get(None, 0.0) + max(0.0, took - spent)
 
 
-def placements(doc: dict) -> dict:
-    """{(kernel, size): [the kernel's median s per operand placement]} from the records."""
-    out = {}
-    for r in doc.get("records") or []:
-        sets = (r.get("kernel_time") or {}).get("per_set") or []
-        if r.get("role") == "kernel" and sets:
-            out[(r["kernel"], r["size"])] = [x.get("median_s") for x in sets]
-    return out
-
-
 def clocks_of(doc: dict) -> dict:
     """{(kernel, size): {"kernel": MHz, "baseline": MHz}}: the median SM clock the arm's own
     timer read over each function's samples (a record without them: left out)."""
-    from ..core.stats import median
     out = {}
     for r in doc.get("records") or []:
         if r.get("role") != "kernel":
             continue
-        got = {who: median(c) for who in ("kernel", "baseline")
+        got = {who: stats.median(c) for who in ("kernel", "baseline")
                if (c := [x for x in (r.get(f"{who}_time") or {}).get("clocks_mhz") or [] if x])}
         if got:
             out[(r["kernel"], r["size"])] = got
@@ -132,12 +118,11 @@ def clocks_of(doc: dict) -> dict:
 
 
 def measure(tree: Path, series: dict[str, list[str]], env: dict | None = None,
-            device: dict | None = None, sets: dict | None = None, walls: dict | None = None,
-            clocks: dict | None = None) -> dict:
+            walls: dict | None = None, clocks: dict | None = None,
+            docs: list | None = None) -> dict:
     """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
-    in `tree`, in one `gemm measure --task` process of TIMEOUT_S at most. `env`: extra
-    variables (fault injection); `device` / `sets` / `walls` / `clocks`, if given, get the
-    GPU, `placements`, `_walls` and each function's median SM clock per process (`clocks_of`)."""
+    in `tree` in one `gemm measure --task` process; `env`: extra variables (fault injection);
+    `walls`, `clocks` and `docs` get its `_walls`, its `clocks_of` and its document."""
     tree = Path(tree).resolve()
     pairs = [x for kernel, sizes in series.items() for size in sizes
              for x in ("--task", f"{kernel}@{size}")]
@@ -151,10 +136,8 @@ def measure(tree: Path, series: dict[str, list[str]], env: dict | None = None,
         try:
             doc = json.loads(path.read_text())
             values = _values(doc, tree)
-            if device is not None and doc.get("device"):
-                device.update(doc["device"])
-            if sets is not None:
-                sets.update(placements(doc))
+            if docs is not None:
+                docs.append(doc)
             for key, got in (clocks_of(doc).items() if clocks is not None else ()):
                 for who, mhz in got.items():   # per process, in order
                     clocks.setdefault(key, {}).setdefault(who, []).append(mhz)
@@ -179,9 +162,8 @@ def trees(repo, commits):
 
 
 def in_trees(tree: dict, clocks: dict | None = None):
-    """Arms that are git worktrees ({label: tree}), a process each `gemm measure` there;
-    `clocks`, if given, gets {arm: measure's clocks} (the SM clock of each target's
-    samples, as each arm's own timer read it)."""
+    """Arms that are git worktrees ({label: tree}), a `gemm measure` process each call there;
+    `clocks`, if given, gets {arm: measure's clocks}."""
     def of_arm(arm: str, what: dict) -> tuple[dict, dict]:
         walls: dict = {}
         sink = None if clocks is None else clocks.setdefault(arm, {})
