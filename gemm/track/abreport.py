@@ -40,8 +40,7 @@ def power_note(ab, r: Row, e) -> str:
 
 
 def left_open(ab, c: Comparison, e=None) -> dict:
-    """A comparison left open (closed, or its reference failed), as a row's `open` has it
-    (docs/gate.md)."""
+    """A comparison left open (closed, or its reference failed), as a row's `open` has it."""
     closed = c.state is State.CLOSED
     return {"against": c.against, "stop": c.stop if closed else Stop.FAILED,
             "rounds": c.rounds, "kept": c.kept, "after": c.after if closed else ab.n,
@@ -49,9 +48,8 @@ def left_open(ab, c: Comparison, e=None) -> dict:
 
 
 def finish(ab, machine=None, clocks=None) -> None:
-    """Each row's verdict, note and effects from its comparisons in a finished ABRun; with
-    `machine` (gemm.machine.nvml.ArmSamples), each effect keeps its two arms' NVML figures,
-    with `clocks` (abtest.in_trees'), the SM clock of its target's samples in each arm."""
+    """Each row's verdict, note and effects from its comparisons in a finished ABRun; each
+    effect with its arms' NVML figures (`machine`: nvml.ArmSamples) and SM clocks (`clocks`)."""
     by_row: dict[int, list[Comparison]] = {}
     for c in ab.comps:
         by_row.setdefault(id(c.row), []).append(c)
@@ -86,8 +84,7 @@ def _clock_note(ref: dict | None, new: dict | None) -> str:
 
 
 def _comparison(ab, c: Comparison, machine, clocks=None) -> tuple[Verdict | None, str]:
-    """c's verdict (None: a moot one) and its part of the row's note; its effect and what it
-    left open go to its row."""
+    """c's verdict (None: moot) and its part of the note; its effect and `open` go to its row."""
     r, vs = c.row, f"vs {c.against[:10]}"
     e = ab.estimate(c)      # None without a complete round here or with a failed value
     if c.state is State.DECIDED:

@@ -10,10 +10,7 @@ from enum import StrEnum
 from . import abtest, decision, plan
 from .gate import GateConfig, Row
 
-
-# the dof a decision waits for where the noise has only the run's own: r rounds give r - 1, and
-# a borrowed prior adds as many (docs/gate-history.md)
-RUN_DOF = 4
+RUN_DOF = 4   # the dof a decision waits for without a prior of its own (docs/gate-history.md)
 
 
 class Stop(StrEnum):
@@ -236,9 +233,8 @@ class ABRun:
         return out
 
     def guard(self, moved: list[tuple[Comparison, str]]) -> None:
-        """Each comparison whose control moved (and, where any moved, each that has none of its
-        own: borrowed noise) is measured again from the next round; one that had been, or that
-        moved in overtime, is left UNRESOLVED (docs/gate.md section 3)."""
+        """Restart what the control moved (where any moved, also what has none: borrowed noise);
+        what had been restarted, or moved in overtime, is left UNRESOLVED (docs/gate.md 3)."""
         said = "; ".join(why for _, why in moved)    # nothing moved: nothing is hit
         hit = dict(moved) | {c: said for c in self.undecided()
                              if moved and not self.judges_gpu(c.row) and c.rounds > c.kept}
@@ -337,7 +333,7 @@ class ABRun:
 
     def past_budget(self) -> None:
         """No round fits the budget: close the undecided but what can reach a DROP (overtime)
-        and what its rounds measure anyway (the other metric of its target: no cost)."""
+        and what its rounds measure anyway (its target's other metric)."""
         total, over = self.n, self.cfg.overtime_s
         budget = f"the A/B time budget ({self.cfg.budget_s:.0f} s)"
         todo = self.undecided()

@@ -1,6 +1,5 @@
-"""Code identity: what git says about whether two commits measure a kernel with the same code
-(same_code: the gate needs no A/B then) and whether a kernel's own build changed between them
-(kernel_changed)."""
+"""Code identity, as git tells it: do two commits measure a kernel with the same code (no A/B
+then), and did a kernel's own build change between them?"""
 from __future__ import annotations
 
 import functools
@@ -22,10 +21,8 @@ _ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.MULTILINE)
 
 def same_code(repo, older: str, newer: str, kernel: str, same_build=None) -> bool:
     """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS, and
-    none to kernels/ or none to this kernel's own build (_kernel_build: another kernel's
-    change leaves it the same code), else `same_build(older, newer, kernel)` (the compiler's
-    word: gemm.explain.identity). False where neither can tell, or for a kernel the registry
-    does not know."""
+    none to kernels/ or to this kernel's own build; else `same_build(older, newer, kernel)`
+    (the compiler's word). False where neither can tell, or for a kernel not registered."""
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
@@ -42,8 +39,7 @@ def same_code(repo, older: str, newer: str, kernel: str, same_build=None) -> boo
 
 
 def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
-    """Did `kernel`'s code or build change from `older` to `newer`, as git sees it? False where
-    git cannot tell."""
+    """Did `kernel`'s code or build change from `older` to `newer`? False where git cannot tell."""
     repo = Path(repo).resolve()
     a, b = _kernel_build(repo, older, kernel), _kernel_build(repo, newer, kernel)
     return a is not None and b is not None and a != b
@@ -51,17 +47,14 @@ def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _unchanged(repo: Path, older: str, newer: str, paths: tuple) -> bool:
-    """No change to `paths` from `older` to `newer` (git; once per question and process: a
-    flood asks it for every row)."""
+    """No change to `paths` from `older` to `newer` (git; asked once per process)."""
     return git.returncode(repo, "diff", "--quiet", older, newer, "--", *paths) == 0
 
 
 @functools.lru_cache(maxsize=1024)
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
-    """What builds `kernel` at `rev` (git): its registry entry less its search space (`tune`),
-    sources, the tables' entries for it where it is tuned (not the search logs; none yet: it
-    builds as before) and the nvcc options (gemm/cuda/loader.py); None where git or the
-    registry cannot say."""
+    """What builds `kernel` at `rev` (git): its registry entry less `tune`, its sources, its
+    tuned tables' entries and the nvcc options (gemm/cuda/loader.py); None where git cannot say."""
     def show(path: str) -> str | None:
         try:
             return git.run(repo, "show", f"{rev}:{path}", timeout=30)

@@ -1,6 +1,5 @@
-"""The candidates ("drop?") and their comparisons: UNRESOLVED carried from the commits before,
-then DROP, noise or UNRESOLVED by an A/B (gemm.track.abrun), by a kept verdict without a GPU,
-else an unconfirmed DROP. docs/gate.md sections 3-5."""
+"""The candidates ("drop?") decided: by an A/B (gemm.track.abrun), by a kept verdict without a
+GPU, else an unconfirmed DROP; UNRESOLVED carried from the commits before. docs/gate.md 3-5."""
 from __future__ import annotations
 
 import subprocess
@@ -18,8 +17,7 @@ from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, scr
 def unresolved_before(root, machine: str, earlier: list, key: tuple,
                       anchor: str | None = None) -> list[str]:
     """The commits just before the judged one (newest first) UNRESOLVED for `key` running,
-    back to the anchor: moving the anchor accepts the speed recorded there, so what was left
-    open at it or before it is no longer asked (docs/gate.md section 4)."""
+    back to the anchor, which accepts what was left open at it (docs/gate.md section 4)."""
     out = []
     for run in reversed(earlier):
         if anchor and run.commit == anchor:
@@ -35,8 +33,7 @@ def unresolved_before(root, machine: str, earlier: list, key: tuple,
 
 def carry(rows: list[Row], root, machine: str, earlier: list,
           anchor: str | None = None) -> list[Row]:
-    """Make each large row UNRESOLVED just before (Row.carried, back to the anchor) a
-    candidate; returns them."""
+    """Make each large row UNRESOLVED just before (Row.carried) a candidate; returns them."""
     out = []
     for r in rows:
         if not screened_large(r):
@@ -134,8 +131,7 @@ def _identical_note(r: Row) -> str:
 
 
 def _use_kept(r: Row, old: dict | None, why: str) -> bool:
-    """The kept verdict for this very value and these commits (True), else UNRESOLVED or a
-    DROP (False)."""
+    """The kept verdict for this value and these commits (True), else UNRESOLVED or DROP."""
     covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
                                                              [old.get("reference")])
     if (old and covers and old.get("new") == r.new

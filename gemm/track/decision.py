@@ -1,6 +1,5 @@
-"""The A/B's decision rule: is the new code slower than the reference code, here and now?
-A Student t interval on d = mean(log new) - mean(log ref) (d < 0: slower), its noise pooled
-with the runner's calibrated noise, against the margin delta / 2 (docs/gate.md)."""
+"""The A/B's rule: a Student t interval on d = mean(log new) - mean(log ref) (d < 0: slower),
+its noise pooled with the runner's calibrated noise, against the margin delta / 2."""
 from __future__ import annotations
 
 import math
@@ -126,8 +125,7 @@ def _check(delta: float, alpha: float, family: int) -> None:
 
 
 def family_size(comparisons: int, min_rounds: int, max_rounds: int) -> int:
-    """The Bonferroni family of one A/B: every comparison, every look, twice (conservative: a
-    comparison's looks before and after its own restart fit within the round cap)."""
+    """The Bonferroni family of one A/B: every comparison, every look, twice (a restart's)."""
     return comparisons * (max_rounds - min_rounds + 1) * 2
 
 
@@ -139,8 +137,7 @@ def _t(alpha: float, family: int, dof: int) -> float:
 
 def _interval(d: float, ss: float, dof: int, prior: Noise | None, scale: float, se_per_sd: float,
               alpha: float, family: int) -> tuple[float, float, float, int]:
-    """(lo, hi, sd per process, dof): `ss` with `dof` pooled with the prior (variance `scale`
-    sigma^2); the standard error is sd `se_per_sd`."""
+    """(lo, hi, sd per process, dof) of d, `ss` pooled with the prior (variance scale sigma^2)."""
     if prior is not None:
         ss, dof = prior.pool(ss, dof, scale)
     if dof < 1:
@@ -165,8 +162,7 @@ def _power_half(sigma: float, rounds: int, dof: int, alpha: float, family: int) 
 
 
 def detectable(sigma: float, dof: int, alpha: float, rounds: int) -> float:
-    """The minimum effect the noise allows at `rounds` rounds (a family of NOMINAL_COMPARISONS),
-    rounded up to 0.1 %."""
+    """The minimum effect the noise allows at `rounds` rounds, rounded up to 0.1 %."""
     dof = rounds - 1 + max(dof, 0)
     if dof < 1:
         return math.inf
@@ -176,8 +172,7 @@ def detectable(sigma: float, dof: int, alpha: float, rounds: int) -> float:
 
 def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int = 1,
                   prior_dof: int = 0) -> int:
-    """Rounds for a drop of delta to be called a DROP with POWER, at most ROUNDS_CAP (`gemm
-    calibrate` prints it)."""
+    """Rounds for a drop of delta to be called a DROP with POWER, at most ROUNDS_CAP."""
     if sigma <= 0:
         return 1
     for rounds in range(DROP_MIN_ROUNDS, ROUNDS_CAP + 1):
@@ -213,10 +208,8 @@ def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, fam
 
 
 def _pairs_fit(rounds, ks, prior: Noise) -> bool:
-    """Do the new code's two processes of each round agree with the prior, less the drift the
-    reference's two show (R N N R: k steps apart, the new code's one step)? r dof where the
-    e_i have r - 1: a new code far noisier than the prior rarely passes both. True without
-    the rounds' `ks` (direct callers) or without whole R N N R rounds."""
+    """Do the new code's two processes a round agree with the prior, less the reference's drift
+    (R N N R: k steps apart)? True without `ks` or without whole R N N R rounds."""
     pairs = [(a, b, k) for (a, b), k in zip(rounds, ks or []) if len(a) == len(b) == 2 and k]
     if not pairs or len(pairs) != len(rounds):
         return True
@@ -226,8 +219,7 @@ def _pairs_fit(rounds, ks, prior: Noise) -> bool:
 
 def _welch(d: float, rounds, n_ref: int, n_new: int, alpha: float, family: int,
            prior: Noise) -> tuple[float, float, float, int]:
-    """_interval where the rounds reject the calibrated noise (the new code may be noisier than
-    the code it was calibrated on): each arm's own variance (_arm), Welch-Satterthwaite dof."""
+    """_interval where the rounds reject the prior: each arm's own variance (_arm), Welch dof."""
     arms = [_arm([a for a, _ in rounds], prior), _arm([b for _, b in rounds], prior)]
     parts = [var / n for var, _, n in arms]
     se2 = sum(parts)
@@ -239,10 +231,9 @@ def _welch(d: float, rounds, n_ref: int, n_new: int, alpha: float, family: int,
 
 
 def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
-    """(variance of one unit, dof, units) of one arm's log values, round by round: its process
-    values, pooled with the prior where they fit it; but its round means where its rounds
-    differ more than its processes within them do (F-test at PRIOR_FIT): a shift shared by a
-    round's processes must not count as independent processes."""
+    """(variance of one unit, dof, units) of one arm's log values by round: its process values
+    (the prior pooled where they fit it), or its round means where rounds differ more than
+    processes within them (F-test at PRIOR_FIT)."""
     from scipy import stats as st
     xs = [x for g in groups for x in g]
     within, w_dof = sum(_ss(g) for g in groups), sum(len(g) - 1 for g in groups)
@@ -287,9 +278,8 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
 
 
 def reachable(e: Effect, delta: float, cap: int, alpha: float = 1e-3, family: int = 1) -> bool:
-    """Overtime: would this estimate, held, be a DROP by the round cap? Its standard error
-    shrinks as 1 / sqrt(rounds) and its quantile takes the dof the rounds to the cap add at
-    least (`alpha`, `family`: those of e's interval; docs/gate-history.md)."""
+    """Overtime: would this estimate, held, be a DROP by the round cap (its standard error
+    shrinking as 1 / sqrt(rounds), its dof growing at least by the rounds added)?"""
     if not (math.isfinite(e.lo) and math.isfinite(e.hi)) or e.dof < 1:
         return False
     rounds = max(1, e.n_new // 2)
@@ -321,8 +311,8 @@ def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
 
 
 def trimmed_noise(parts) -> tuple[Noise, float] | None:
-    """The robust rule's prior from A/A values (one list per GPU of 5 or more) and the sd of one
-    value's share of a trimmed mean (heavy_tailed's yardstick); None where no GPU has 5."""
+    """The robust rule's prior from A/A values (a list per GPU) and the sd of one value's share
+    of a trimmed mean (heavy_tailed's yardstick); None where no GPU has 5 values."""
     dof = var = per_value = 0.0
     for values in parts:
         xs = _logs(values)
