@@ -24,8 +24,7 @@ class Stop(StrEnum):
 
 
 class State(StrEnum):
-    """Where a comparison stands; only an OPEN one is measured, decided or closed (an OPEN
-    or CLOSED one becomes MOOT when its row is a DROP against another commit)."""
+    """Where a comparison stands; only an OPEN one is measured, decided or closed."""
     OPEN = "open"
     DECIDED = "decided"     # its effect's verdict is not AMBIGUOUS
     FAILED = "failed"       # an arm's code failed when measured here
@@ -114,8 +113,7 @@ class ABRun:
         return [c for c in self.comps if c.state is State.OPEN]
 
     def measure_round(self, n: int, chosen: list[Comparison]) -> None:
-        """Round n over the chosen comparisons' targets; each OPEN comparison takes the round
-        once complete (its reference's two processes and the new code's two between)."""
+        """Round n over the chosen comparisons' targets, taken by each OPEN one it completes."""
         self.n = n
         refs = list(dict.fromkeys(c.against for c in chosen))
         union = series([c.row for c in chosen])
