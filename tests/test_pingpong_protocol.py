@@ -1,4 +1,4 @@
-"""15_bf16_pingpong's synchronisation, modelled in Python (no GPU): one block's producer and
+"""The ping-pong synchronisation of 15 and 18, modelled in Python (no GPU): one block's producer and
 two consumer warpgroups, its full / empty mbarriers with PTX's parity waits, the TMA copies
 and wgmma groups completing at arbitrary later times, and the two named barriers that order
 the consumers. A random scheduler interleaves them; every run must finish (no deadlock),
@@ -11,7 +11,8 @@ tile j in stage g % STAGES, phase (g / STAGES) & 1; consumer w owns j = w, w + 2
 waits on barrier 1 + w before each tile but the block's first and arrives on the other's
 after issuing a tile's last group when the block has a next tile; lane 0 of each of its 4
 warps arrives on `empty` after wgmma_wait<1> (the previous K tile) and after wgmma_wait<0>
-(a tile's last)."""
+(a tile's last). `early` moves that arrive to after the release of K step ktiles - 1 - early:
+kernels/18 hands over one K step early (after the wait<1> of its second last K step)."""
 import random
 
 import pytest
@@ -49,7 +50,7 @@ class Violation(AssertionError):
     pass
 
 
-def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000):
+def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000, early=None):
     rng = random.Random(seed)
     full = [Mbar(1) for _ in range(stages)]
     empty = [Mbar(4) for _ in range(stages)]
@@ -100,6 +101,14 @@ def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000):
             while sum(not x["done"] for x in groups) > n:
                 yield
 
+        def signal(j):                            # bar.arrive 2 - w, 256
+            if ordered and j + 1 < n_local:
+                bid = 2 - w
+                named[bid][0] += 128
+                if named[bid][0] == 256:
+                    named[bid][0] = 0
+                    named[bid][1] += 1
+
         for j in range(w, n_local, 2):
             g = j * ktiles
             if ordered and j > 0:                 # bar.sync 1 + w, 256
@@ -120,14 +129,12 @@ def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000):
                 if kt > 0:
                     for _ in range(4):
                         empty[(g - 1) % stages].arrive()
+                if early is not None and kt == ktiles - 1 - early:
+                    signal(j)
                 g += 1
                 yield
-            if ordered and j + 1 < n_local:       # bar.arrive 2 - w, 256
-                bid = 2 - w
-                named[bid][0] += 128
-                if named[bid][0] == 256:
-                    named[bid][0] = 0
-                    named[bid][1] += 1
+            if early is None or ktiles - 1 - early < 0:
+                signal(j)
             yield from wait_groups(0)
             for _ in range(4):
                 empty[(g - 1) % stages].arrive()
@@ -168,6 +175,26 @@ CASES = [(n, k, s) for n in (1, 2, 3, 4, 5) for k in (1, 2, 3, 5, 9) for s in (2
 def test_pingpong_protocol_finishes_and_reads_the_right_fills(n_local, ktiles, stages):
     for seed in range(40):
         simulate(n_local, ktiles, stages, seed)
+
+
+@pytest.mark.parametrize("n_local,ktiles,stages", CASES,
+                         ids=[f"tiles{n}-ktiles{k}-stages{s}" for n, k, s in CASES])
+def test_18s_hand_over_one_k_step_early_reads_the_right_fills(n_local, ktiles, stages):
+    for seed in range(40):
+        simulate(n_local, ktiles, stages, seed, early=1)
+
+
+def test_a_hand_over_stages_k_steps_early_is_caught():
+    """The other consumer's first wait is on the fill STAGES after one we have not waited for:
+    its parity aliases. (Up to STAGES - 1 steps early the producer's order keeps it safe: the
+    other consumer's later fills are issued only after we release the stages we waited on.)"""
+    caught = 0
+    for seed in range(300):
+        try:
+            simulate(3, 6, 2, seed, early=2)
+        except Violation:
+            caught += 1
+    assert caught
 
 
 def test_without_the_ordering_barrier_the_parity_waits_alias():
