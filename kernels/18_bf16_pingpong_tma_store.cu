@@ -17,10 +17,12 @@
 // - The main loop counts its stage and phase on (no division a K step) and keeps the barrier
 //   and descriptor bases in registers (95 instructions a K step, 107 before), and a consumer
 //   hands the tensor cores over with its last K step still to issue: 0.7-1.0 % less time at
-//   2048-8192 together. 4 stages and 64-column chunks, `gemm tune 18`'s pick at 2048 and 4096,
-//   ran 3.8 % faster than 6 and 32 at 8192; with the tuned table (and the loop before this
-//   change) 18 ran 95.3 / 94.7 / 93.8 % of the cuBLASLt baseline at 2048 / 4096 / 8192 and
-//   93.6 % at 1024 in one bench process (docs/evidence.md, step 18 tuned).
+//   2048-8192 together. The consumer index read by a shuffle from lane 0 puts that
+//   arithmetic in uniform registers, as in cuBLASLt's kernel: 61 instructions a K step,
+//   0.3-0.5 % less time at 2048-8192 (none at 1024).
+// - 4 stages and 64-column chunks, `gemm tune 18`'s pick at 2048 and 4096, ran 3.8 % faster
+//   than 6 and 32 at 8192. With all of the above, 18 ran 98.1 / 96.2 / 95.3 % of the cuBLASLt
+//   baseline at 2048 / 4096 / 8192 and 96.1 % at 1024 in one bench process (docs/evidence.md).
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN).
 // Defaults 128, 128, 4, 16, 40, 232, 64 (the tuned large bucket). Threads: 384. Dynamic shared
@@ -130,7 +132,9 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
         }
     } else {                                  // consumer cw: its own tiles, whole
         regs_claim<CONSUMER_REGS>();
-        const int cw = wg - 1;
+        // Read from lane 0, ptxas knows it is one value per warp and keeps the main loop's
+        // tile, stage and descriptor arithmetic in uniform registers (no R2UR per wgmma).
+        const int cw = __shfl_sync(0xffffffffu, wg - 1, 0);
         const bool arrives = threadIdx.x % 32 == 0;
         const bool leader = threadIdx.x % 128 == 0;
         const uint32_t staging = tiles + STAGES * STAGE_BYTES + cw * 2 * EPI_BYTES;
@@ -141,7 +145,7 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
         uint32_t full0 = smem_addr(&full[0]), empty0 = smem_addr(&empty[0]);
         uint32_t desc0 = static_cast<uint32_t>(desc_kmajor_sw128(tiles));
         asm volatile("" : "+r"(full0), "+r"(empty0), "+r"(desc0));
-        constexpr uint64_t DESC_HI = (64ull << 32) | (1ull << 62);   // desc_kmajor_sw128: every stage
+        constexpr uint64_t DESC_HI = (64ull << 32) | (1ull << 62); // desc_kmajor_sw128, all stages
         float acc[HALVES][BN / 2];            // set by each tile's first wgmma (accumulate = 0)
         for (int j = cw;; j += CONSUMERS) {
             const int t = blockIdx.x + j * gridDim.x;
