@@ -20,14 +20,14 @@
 //   2048-8192 together. The consumer index read by a shuffle from lane 0 puts that
 //   arithmetic in uniform registers, as in cuBLASLt's kernel: 61 instructions a K step,
 //   0.3-0.5 % less time at 2048-8192 (none at 1024).
-// - 4 stages and 64-column chunks, `gemm tune 18`'s pick at 2048 and 4096, ran 3.8 % faster
-//   than 6 and 32 at 8192. With all of the above, 18 ran 98.1 / 96.2 / 95.3 % of the cuBLASLt
-//   baseline at 2048 / 4096 / 8192 and 96.1 % at 1024 in one bench process (docs/evidence.md).
+// - Stages: with the 95-instruction loop 4 stages and 64-column chunks ran 3.8 % faster than
+//   6 and 32 at 8192; with the uniform loop `gemm tune 18` picks 6 and 32 at 4096 (the most
+//   that fit with BM = BN = 128), 5 and 64 at 2048 (docs/evidence.md).
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN).
-// Defaults 128, 128, 4, 16, 40, 232, 64 (the tuned large bucket). Threads: 384. Dynamic shared
-// memory STAGES * (BM + BN) * 128 + 1024 + EPI_N * 1024 bytes (4 stages of 32 KB + 64 KB of
-// staging = 197,632).
+// Defaults 128, 128, 6, 16, 40, 232, 32 (the tuned large bucket). Threads: 384. Dynamic shared
+// memory STAGES * (BM + BN) * 128 + 1024 + EPI_N * 1024 bytes (6 stages of 32 KB + 32 KB of
+// staging = 230,400).
 #include "hopper.cuh"
 #include "pingpong.cuh"
 #include "tma_store.cuh"
@@ -38,7 +38,7 @@
 #define BN 128
 #endif
 #ifndef STAGES
-#define STAGES 4
+#define STAGES 6
 #endif
 #ifndef GROUP_M
 #define GROUP_M 16
@@ -50,7 +50,7 @@
 #define CONSUMER_REGS 232
 #endif
 #ifndef EPI_N
-#define EPI_N 64
+#define EPI_N 32
 #endif
 
 constexpr int BK = 64;                       // bf16 elements in one 128-byte swizzle span
