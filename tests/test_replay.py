@@ -45,6 +45,8 @@ from unittest import mock
 
 import pytest
 
+from .stubrepo import git
+
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "replay_golden.json"
 MACHINE = "h200"
@@ -128,14 +130,9 @@ def digest(x, n: int = 16) -> str:
 
 # --- the pinned inputs --------------------------------------------------------------------------
 
-def _git(*args) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 def data_commit() -> str:
     """The newest commit that changed the replay's inputs (what --write pins)."""
-    return _git("log", "-1", "--format=%H", "--", *INPUTS)
+    return git(ROOT, "log", "-1", "--format=%H", "--", *INPUTS)
 
 
 @contextlib.contextmanager
@@ -210,7 +207,7 @@ def anchor_at(commit: str) -> str | None:
     """The anchor the commit's own tree named (anchor.toml), as its job judged it."""
     import tomllib
     try:
-        text = _git("show", f"{commit}:anchor.toml")
+        text = git(ROOT, "show", f"{commit}:anchor.toml")
     except subprocess.CalledProcessError:
         return None
     return str(tomllib.loads(text).get("commit") or "") or None
@@ -618,7 +615,7 @@ def replay_simulated(data: Path, cal) -> dict:
 def replay(commit: str) -> dict:
     from gemm.track import calibration
 
-    now = float(_git("show", "-s", "--format=%ct", commit))
+    now = float(git(ROOT, "show", "-s", "--format=%ct", commit))
     with pinned(commit) as data, fixed_world(now):
         doc = json.loads((data / "calibration" / f"{MACHINE}.json").read_text())
         cal = calibration.of_doc(MACHINE, doc)
@@ -695,7 +692,7 @@ def replayed():
         pytest.fail(f"no golden at {GOLDEN}: python3 -m tests.test_replay --write")
     golden = json.loads(GOLDEN.read_text())
     commit = golden["data_commit"]
-    if _git("rev-parse", "--is-shallow-repository") == "true":
+    if git(ROOT, "rev-parse", "--is-shallow-repository") == "true":
         pytest.skip("a shallow clone: the replay needs the recorded commits' code (git)")
     known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=ROOT,
                            capture_output=True)
