@@ -1,5 +1,5 @@
-"""The A/B engine of the gate, the calibration's trials and ci/probes/power_sim.py: palindromic
-rounds (R1 R2 N N R2 R1), priority, time budget, overtime, A/A control (docs/gate.md section 3)."""
+"""The A/B engine (the gate's and the calibration's): palindromic rounds (R1 R2 N N R2 R1),
+priority, time budget, overtime, A/A control (docs/gate.md section 3)."""
 from __future__ import annotations
 
 import math
@@ -34,8 +34,7 @@ class State(StrEnum):
 
 @dataclass(eq=False)
 class Comparison:
-    """`row` against the reference arm `against`. Its complete rounds, kept ones first
-    ([first, last], [new, new], k each), grow only while it is OPEN."""
+    """`row` against the reference arm `against`; its rounds (kept ones first) grow while OPEN."""
     row: Row
     against: str
     state: State = State.OPEN
@@ -81,8 +80,7 @@ class Comparison:
 
 class ABRun:
     """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
-    `measure(arm, series) -> (values, walls)`; `comps` holds them as Comparison. `family`: the
-    Bonferroni family if not the comparisons' own; `clock`: seconds (time.monotonic)."""
+    `measure(arm, series) -> (values, walls)`; `family`: the Bonferroni family if not their own."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
                  speeds: dict | None = None, family: int | None = None, clock=None,
@@ -116,23 +114,18 @@ class ABRun:
         """Round n over the chosen comparisons' targets, taken by each OPEN one it completes."""
         self.n = n
         refs = list(dict.fromkeys(c.against for c in chosen))
-        union = series([c.row for c in chosen])
-        here: dict = {}      # (arm, key) -> a reference's {first, k, last}, the new code's [v, v]
+        here: dict = {}      # (arm, pos, key) -> values (the new code's: two)
         # R1 R2 N N R2 R1: a reference's two processes "first" and "last" (the A/A control)
         for arm, pos in ([(c, "first") for c in refs] + [(self.new, "new")] * 2
                          + [(c, "last") for c in reversed(refs)]):
-            what = union if pos == "new" else series([c.row for c in chosen if c.against == arm])
+            what = series([c.row for c in chosen if pos == "new" or c.against == arm])
             self.log(f"A/B round {n}/{self.cfg.max_rounds}: "
                      f"{'new' if pos == 'new' else 'reference'} {arm[:10]}: "
                      + "; ".join(f"{k} at {', '.join(s)}" for k, s in what.items()))
             got, walls = self.measure(arm, what)
             self.costs.learn(arm, walls)
             for key, v in got.items():
-                if pos == "new":
-                    here.setdefault((arm, key), []).append(v)
-                else:   # k: how many new-code steps apart its two processes are (R1 .. N N .. R1)
-                    here.setdefault((arm, key), {"k": 2 * len(refs) + 1 - 2 * refs.index(arm)})
-                    here[(arm, key)][pos] = v
+                here.setdefault((arm, pos, key), []).append(v)
             for c in chosen:           # asked for, not reported: no value to pair, ever
                 if (pos == "new" or c.against == arm) and c.key not in got \
                         and c.state is State.OPEN:
@@ -140,23 +133,22 @@ class ABRun:
                             f"{self.who(arm)}'s measurement here reported nothing for it",
                             self.n)
             for c in self.undecided() if pos == "last" else ():
-                ref, new = here.get((arm, c.key), {}), here.get((self.new, c.key), [])
-                if c.against == arm and "first" in ref and "last" in ref and len(new) == 2:
-                    c.refs.append([ref["first"], ref["last"]])
+                first, last, new = (here.get(x, []) for x in (
+                    (arm, "first", c.key), (arm, "last", c.key), (self.new, "new", c.key)))
+                if c.against == arm and first and last and len(new) == 2:
+                    c.refs.append(first + last)
                     c.news.append(list(new))
-                    c.ks.append(ref["k"])
-        if self.overtime:
-            for c in chosen:
-                c.measured_overtime = True
+                    # k: how many new-code steps apart its two processes are (R1 .. N N .. R1)
+                    c.ks.append(2 * len(refs) + 1 - 2 * refs.index(arm))
+        for c in chosen if self.overtime else ():
+            c.measured_overtime = True
 
     def needs(self, c: Comparison) -> int:
-        """Rounds c needs before a decision (at most the cap): 1 with its own calibrated
-        noise, else those that give RUN_DOF dof (3 with a borrowed prior, 5 with none)."""
+        """Rounds c needs before a decision: 1 with its own prior, else RUN_DOF dof's worth."""
         p = self.prior(c.row)
         if p is not None and not p.borrowed:
             return 1
-        rounds = 1 + (math.ceil(RUN_DOF / 2) if p is not None else RUN_DOF)
-        return min(rounds, self.cfg.max_rounds)
+        return min(1 + (math.ceil(RUN_DOF / 2) if p is not None else RUN_DOF), self.cfg.max_rounds)
 
     def early(self, c: Comparison, e) -> bool:
         """Fewer rounds than a decision needs here, or an interval still unbounded."""
@@ -167,8 +159,7 @@ class ABRun:
         return decision.reachable(e, c.row.min_effect, cap, self.cfg.alpha, self.family)
 
     def priority(self, c: Comparison) -> tuple:
-        """choose()'s order, lowest first: 0 started and still to decide, 1 past the minimum
-        effect, 2 carried, 3 the other unmeasured, 4 the rest (docs/gate.md section 3)."""
+        """choose()'s order, lowest first (docs/gate.md section 3)."""
         r = c.row
         e = self.effect_or_none(c) if c.rounds else None
         if c.rounds > c.kept:
@@ -189,8 +180,7 @@ class ABRun:
         return (3, change / scale)
 
     def choose(self, left: float, first: bool = False) -> list[Comparison]:
-        """The undecided comparisons a round can take in `left` seconds, by priority, each
-        only where the rounds it still needs fit too (the first round takes at least one)."""
+        """The undecided comparisons, by priority, whose rounds still needed fit in `left` s."""
         arms: dict[str, set] = {}
         chosen, times = [], 1
         for c in sorted(self.undecided(), key=self.priority):
@@ -231,8 +221,7 @@ class ABRun:
         return out
 
     def guard(self, moved: list[tuple[Comparison, str]]) -> None:
-        """Restart what the control moved (where any moved, also what has none: borrowed noise);
-        what had been restarted, or moved in overtime, is left UNRESOLVED (docs/gate.md 3)."""
+        """Restart what the control moved; close what had been restarted or moved in overtime."""
         said = "; ".join(why for _, why in moved)    # nothing moved: nothing is hit
         hit = dict(moved) | {c: said for c in self.undecided()
                              if moved and not self.judges_gpu(c.row) and c.rounds > c.kept}
@@ -250,8 +239,7 @@ class ABRun:
                      "measured again")
 
     def decide_round(self) -> None:
-        """Decide what this round's values let decide, or mark failed; a row with a DROP
-        against one commit is a DROP: its other comparisons, open or closed, are moot."""
+        """Decide what the rounds let decide, or mark failed; a row's DROP moots its others."""
         for c in self.undecided():
             if c.rounds <= c.kept:   # not measured here yet (no room so far)
                 continue
@@ -264,10 +252,8 @@ class ABRun:
                 e = self.effect(c)
                 if e.verdict != decision.AMBIGUOUS:
                     c.state, c.decided = State.DECIDED, e
-        drops: dict[int, str] = {}
-        for c in self.comps:
-            if c.state is State.DECIDED and c.decided.verdict == decision.DROP:
-                drops.setdefault(id(c.row), c.against)
+        drops = {id(c.row): c.against for c in reversed(self.comps)   # the first DROP a row's
+                 if c.state is State.DECIDED and c.decided.verdict == decision.DROP}
         for c in self.comps:
             if c.state in (State.OPEN, State.CLOSED) and id(c.row) in drops:
                 c.state, c.stop = State.MOOT, None
@@ -288,8 +274,7 @@ class ABRun:
             return None
 
     def estimate(self, c: Comparison):
-        """c's decision, else its effect so far (AMBIGUOUS); None without a complete round
-        here or with a failed value."""
+        """c's decision, else its effect so far (AMBIGUOUS); None without a value to decide."""
         if c.state is State.DECIDED:
             return c.decided
         if c.rounds <= c.kept or any(None in p for p in c.refs + c.news):
@@ -330,8 +315,7 @@ class ABRun:
             c.close(stop, why, self.n)
 
     def past_budget(self) -> None:
-        """No round fits the budget: close the undecided but what can reach a DROP (overtime)
-        and what its rounds measure anyway (its target's other metric)."""
+        """Out of budget: close the undecided but what is on course for a DROP, and its riders."""
         total, over = self.n, self.cfg.overtime_s
         budget = f"the A/B time budget ({self.cfg.budget_s:.0f} s)"
         todo = self.undecided()

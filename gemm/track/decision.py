@@ -1,5 +1,5 @@
-"""The A/B's rule: a Student t interval on d = mean(log new) - mean(log ref) (d < 0: slower),
-its noise pooled with the runner's calibrated noise, against the margin delta / 2."""
+"""The A/B's rule: a t interval on d = mean(log new) - mean(log ref) (d < 0: slower), its noise
+pooled with the runner's calibrated noise, against the margin delta / 2."""
 from __future__ import annotations
 
 import math
@@ -69,15 +69,12 @@ class Effect:
 
     @property
     def change(self) -> float:
-        """The relative change exp(d) - 1 (negative: slower)."""
         return change_of(self.estimate)
 
     def describe(self) -> str:
-        def pct(x: float) -> str:
-            return signed_pct(change_of(x)) + " %"
-        return (f"{pct(self.estimate)} [{pct(self.lo)}, {pct(self.hi)}] "
-                f"({self.n_ref} vs {self.n_new} processes, sd {100 * self.sigma:.2f} %, "
-                f"{self.dof} dof)")
+        d, lo, hi = (signed_pct(change_of(x)) + " %" for x in (self.estimate, self.lo, self.hi))
+        return (f"{d} [{lo}, {hi}] ({self.n_ref} vs {self.n_new} processes, "
+                f"sd {100 * self.sigma:.2f} %, {self.dof} dof)")
 
 
 def change_of(d: float) -> float:
@@ -95,12 +92,10 @@ def signed_pct(change: float) -> str:
 
 
 def _logs(xs) -> list[float]:
-    out = []
     for x in xs:
         if x is None or not math.isfinite(x) or x <= 0:
             raise ValueError(f"a process value must be a positive number, got {x!r}")
-        out.append(math.log(x))
-    return out
+    return [math.log(x) for x in xs]
 
 
 def _ss(xs: list[float]) -> float:
@@ -184,32 +179,25 @@ def rounds_needed(sigma: float, delta: float, alpha: float = 1e-3, family: int =
 
 def effect_rounds(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
                   prior: Noise | None = None, ks=None) -> Effect:
-    """The mean rule: d = the mean over rounds of mean(log new_i) - mean(log ref_i), its noise
-    the rounds' spread pooled with the prior's. `ref_rounds[i]`, `new_rounds[i]`: round i."""
+    """The mean rule: d averaged over the rounds, their spread pooled with the prior's."""
     _check(delta, alpha, family)
     rounds = [(_logs(a), _logs(b)) for a, b in zip(ref_rounds, new_rounds) if a and b]
     if not rounds:
         raise ValueError("each arm needs at least one process value in a round")
     es = [sum(b) / len(b) - sum(a) / len(a) for a, b in rounds]
-    r = len(es)
-    d = sum(es) / r
-    n_ref = sum(len(a) for a, _ in rounds)
-    n_new = sum(len(b) for _, b in rounds)
+    r, d = len(es), sum(es) / len(es)
+    n_ref, n_new = sum(len(a) for a, _ in rounds), sum(len(b) for _, b in rounds)
     scale = sum(1 / len(a) + 1 / len(b) for a, b in rounds) / r if prior is not None else 1.0
-    rule = Rule.MEAN
-    if prior is not None and not (prior_fits(_ss(es), r - 1, scale * prior.sigma ** 2)
-                                  and _pairs_fit(rounds, ks, prior)):
-        rule = Rule.WELCH
-        lo, hi, sd, dof = _welch(d, rounds, n_ref, n_new, alpha, family, prior)
-    else:
-        lo, hi, sd, dof = _interval(d, _ss(es), r - 1, prior, scale, 1 / math.sqrt(r), alpha,
-                                    family)
-    return Effect(d, lo, hi, sd, dof, n_ref, n_new, classify(lo, hi, delta / 2, r), rule)
+    welch = prior is not None and not (prior_fits(_ss(es), r - 1, scale * prior.sigma ** 2)
+                                       and _pairs_fit(rounds, ks, prior))
+    lo, hi, sd, dof = (_welch(d, rounds, n_ref, n_new, alpha, family, prior) if welch else
+                       _interval(d, _ss(es), r - 1, prior, scale, 1 / math.sqrt(r), alpha, family))
+    return Effect(d, lo, hi, sd, dof, n_ref, n_new, classify(lo, hi, delta / 2, r),
+                  Rule.WELCH if welch else Rule.MEAN)
 
 
 def _pairs_fit(rounds, ks, prior: Noise) -> bool:
-    """Do the new code's two processes a round agree with the prior, less the reference's drift
-    (R N N R: k steps apart)? True without `ks` or without whole R N N R rounds."""
+    """Do the new code's pairs fit the prior, less the reference's drift (k steps apart)?"""
     pairs = [(a, b, k) for (a, b), k in zip(rounds, ks or []) if len(a) == len(b) == 2 and k]
     if not pairs or len(pairs) != len(rounds):
         return True
@@ -231,9 +219,8 @@ def _welch(d: float, rounds, n_ref: int, n_new: int, alpha: float, family: int,
 
 
 def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
-    """(variance of one unit, dof, units) of one arm's log values by round: its process values
-    (the prior pooled where they fit it), or its round means where rounds differ more than
-    processes within them (F-test at PRIOR_FIT)."""
+    """(unit variance, dof, units) of an arm: its values (with the prior where they fit it), or
+    its round means where rounds differ more than processes within them (F-test)."""
     from scipy import stats as st
     xs = [x for g in groups for x in g]
     within, w_dof = sum(_ss(g) for g in groups), sum(len(g) - 1 for g in groups)
@@ -254,21 +241,18 @@ def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
 
 def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
               prior: Noise | None = None, new_pairs=None, k=None) -> tuple[bool, Effect | None]:
-    """The A/A control: (stable?, the reference's last-vs-first move per round, less k times
-    the new code's `new_pairs`); unstable beyond delta / 4 or where the prior rejects it."""
-    pairs = [_logs(p) for p in zip(first, last)]
-    if not pairs:
+    """The A/A control: (stable?, the reference's last-vs-first move less k times the new
+    code's); unstable beyond delta / 4 or where the prior rejects it."""
+    diffs = [b - a for a, b in (_logs(p) for p in zip(first, last))]
+    if not diffs:
         return True, None
-    diffs = [b - a for a, b in pairs]
     kmax = 0
     for i, pair, ki in zip(range(len(diffs)), new_pairs or [], k or []):
         n1, n2 = _logs(pair)
         diffs[i] -= ki * (n2 - n1)
         kmax = max(kmax, ki)
-    r = len(diffs)
-    m = sum(diffs) / r
+    r, m, ss = len(diffs), sum(diffs) / len(diffs), _ss(diffs)
     scale = 2 * (1 + kmax ** 2)
-    ss = _ss(diffs)
     lo, hi, sd, dof = _interval(m, ss, r - 1, prior, scale, 1 / math.sqrt(r), alpha, family)
     if not dof:
         return True, None
@@ -278,8 +262,7 @@ def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
 
 
 def reachable(e: Effect, delta: float, cap: int, alpha: float = 1e-3, family: int = 1) -> bool:
-    """Overtime: would this estimate, held, be a DROP by the round cap (its standard error
-    shrinking as 1 / sqrt(rounds), its dof growing at least by the rounds added)?"""
+    """Overtime: would this estimate, held, be a DROP by the round cap?"""
     if not (math.isfinite(e.lo) and math.isfinite(e.hi)) or e.dof < 1:
         return False
     rounds = max(1, e.n_new // 2)
@@ -311,8 +294,8 @@ def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
 
 
 def trimmed_noise(parts) -> tuple[Noise, float] | None:
-    """The robust rule's prior from A/A values (a list per GPU) and the sd of one value's share
-    of a trimmed mean (heavy_tailed's yardstick); None where no GPU has 5 values."""
+    """(the robust rule's prior, the sd of one value's share of a trimmed mean) from A/A
+    values (a list per GPU); None where no GPU has 5 values."""
     dof = var = per_value = 0.0
     for values in parts:
         xs = _logs(values)
@@ -329,8 +312,8 @@ def trimmed_noise(parts) -> tuple[Noise, float] | None:
 
 def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
                    prior: Noise | None = None) -> Effect | None:
-    """The robust rule, Yuen's test on the arms' trimmed means with the prior pooled; None (the
-    mean rule decides) without a prior or while an arm has too few values to trim one."""
+    """The robust rule, Yuen's test on trimmed means with the prior pooled; None (the mean rule
+    decides) without a prior or while an arm has too few values to trim one."""
     lr = [x for r in ref_rounds for x in _logs(r)]
     ln = [x for r in new_rounds for x in _logs(r)]
     if prior is None or _cut(min(len(lr), len(ln))) < 1:
