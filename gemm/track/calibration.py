@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..core import registry
 from ..core.policy import CONFIRM
 from ..core.problem import Problem
 from ..store import calibration as calibration_file
@@ -28,19 +29,11 @@ class Calibration:
         mine = precision_of(kernel)
         alike = {key: n for key, n in self.noise.items()
                  if mine is not None and precision_of(key[0]) == mine}
-        got = _worst_near(alike, size, metric)
-        if _near(alike, size, metric) != _near(self.noise, size, metric):
-            got = _worse(got, _worst_near(self.noise, size, metric))
+        near, got = _worst_near(alike, size, metric)
+        near_any, worst = _worst_near(self.noise, size, metric)
+        if near != near_any:
+            got = _worse(got, worst)
         return None if got is None else replace(got, borrowed=True)
-
-    def _aa_values(self, key) -> list[list[float]]:
-        """The series' A/A values, one list per GPU (a pooled row's parts)."""
-        row = next((r for r in self.doc.get("noise", [])
-                    if (r.get("kernel"), r.get("size"), r.get("metric")) == key), None)
-        if row is None:
-            return []
-        parts = [p.get("values") or [] for p in row.get("parts") or []] or [row.get("values") or []]
-        return [[v for v in vs if v] for vs in parts]
 
     def robust_prior(self, kernel: str, size: str, metric: str) -> Noise | None:
         """The series' own trimmed-mean prior where it is heavy-tailed (TAIL_RATIO), else None."""
@@ -51,30 +44,34 @@ class Calibration:
             self._robust[key] = got[0] if heavy else None
         return self._robust[key]
 
+    def _aa_values(self, key) -> list[list[float]]:
+        """The series' A/A values, one list per GPU (a pooled row's parts)."""
+        row = next((r for r in self.doc.get("noise", [])
+                    if (r.get("kernel"), r.get("size"), r.get("metric")) == key), {})
+        parts = [p.get("values") or [] for p in row.get("parts") or []] or [row.get("values") or []]
+        return [[v for v in vs if v] for vs in parts]
+
     def heavy_tailed(self, kernel: str, size: str, metric: str) -> bool:
         return self.robust_prior(kernel, size, metric) is not None
 
     def borrowed(self, kernel: str, size: str, metric: str) -> bool:
-        return (kernel, size, metric) not in self.noise and self.prior(kernel, size, metric) is not None
+        key = (kernel, size, metric)
+        return key not in self.noise and self.prior(*key) is not None
 
 
 def precision_of(kernel: str) -> str | None:
     """The registry's precision of a kernel (None for one it does not know)."""
-    from ..core import registry
     try:
         return registry.get(kernel).precision
     except (KeyError, ValueError, TypeError, AttributeError):
         return None
 
 
-def _near(noise: dict, size: str, metric: str) -> list[str]:
+def _worst_near(noise: dict, size: str, metric: str) -> tuple[list[str], Noise | None]:
+    """(the sizes nearest `size` in `noise`, the worst noise at them)."""
     sizes = {s for (_, s, m) in noise if m == metric}
-    return [size] if size in sizes else bracketing_sizes(size, sizes)
-
-
-def _worst_near(noise: dict, size: str, metric: str) -> Noise | None:
-    near = _near(noise, size, metric)
-    return _worse(*(n for (k, s, m), n in noise.items() if s in near and m == metric))
+    near = [size] if size in sizes else bracketing_sizes(size, sizes)
+    return near, _worse(*(n for (k, s, m), n in noise.items() if s in near and m == metric))
 
 
 def _worse(*ns: Noise | None) -> Noise | None:
@@ -104,7 +101,8 @@ def of_doc(machine: str, doc: dict) -> Calibration:
     cal = Calibration(machine, doc.get("gpu_name"), doc.get("date") or "", doc=doc)
     for r in doc.get("noise", []):
         try:
-            cal.noise[(r["kernel"], r["size"], r["metric"])] = Noise(float(r["sigma"]), int(r["dof"]))
+            noise = Noise(float(r["sigma"]), int(r["dof"]))
+            cal.noise[(r["kernel"], r["size"], r["metric"])] = noise
         except (KeyError, TypeError, ValueError):
             continue
     return cal

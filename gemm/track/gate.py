@@ -47,8 +47,7 @@ class GateConfig:
 
     def decide(self, ref_rounds, new_rounds, delta: float, family: int, prior, robust_prior,
                ks=None):
-        """The robust rule where on and the series has a robust prior, else the mean rule
-        (`ks`: each round's steps between the reference's two processes, R N N R: 3)."""
+        """The robust rule where on and the series has a robust prior, else the mean rule."""
         e = decision.effect_trimmed(ref_rounds, new_rounds, delta, self.alpha, family,
                                     robust_prior) if self.robust else None
         return e or decision.effect_rounds(ref_rounds, new_rounds, delta, self.alpha, family,
@@ -74,8 +73,7 @@ class GateConfig:
             raise ValueError("carry_commits >= 1")
 
     def effect_for(self, size: str, prior: decision.Noise | None = None) -> float:
-        """The series' minimum effect: its size class's floor, or wider where the noise `prior`
-        cannot decide that within max_rounds (a borrowed prior: with the run's own dof)."""
+        """Its size class's floor, or wider where `prior` cannot decide that in max_rounds."""
         floor = self.min_effect[Problem.parse(size).size_class]
         if prior is None:
             return floor
@@ -134,7 +132,6 @@ class Row:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        """(kernel, size, metric): the series as kept verdicts and the calibration name it."""
         return self.kernel, self.size, self.metric
 
     @property
@@ -142,24 +139,22 @@ class Row:
         return metrics.get(self.metric).label
 
     def add_note(self, text: str) -> None:
-        """Append `text` to the note ("; " between)."""
         self.note = f"{self.note}; {text}" if self.note else text
 
 
 def judge(history: list, new, screen: float):
     """(verdict, centre, relative change) of one series against its history's median."""
-    hist = [p for p in history if finite(p.value)]
+    hist = [p.value for p in history if finite(p.value)]
     if new is None or new.value is None:
         return Verdict.FAILED, None, None
     if not finite(new.value):
         return Verdict.SKIPPED, None, None
     if not hist:
         return Verdict.NEW, None, None
-    centre = stats.median([p.value for p in hist])
+    centre = stats.median(hist)
     change = (new.value - centre) / centre if centre else 0.0
-    if -change > screen:
-        return Verdict.CANDIDATE, centre, change
-    return (Verdict.IMPROVED if change > screen else Verdict.OK), centre, change
+    return (Verdict.CANDIDATE if -change > screen else Verdict.IMPROVED if change > screen
+            else Verdict.OK), centre, change
 
 
 def select(runs, commit: str | None):
@@ -195,19 +190,18 @@ def evaluate(runs, suite, cfg: GateConfig, commit: str | None = None,
     for key in keys:
         pairs = [(r.commit, r.points[key]) for r in earlier if key in r.points]
         valued = [(c, p.value) for c, p in pairs if finite(p.value)]
-        n_hist = len(valued)
         new = new_run.points.get(key)
         if new is None or (new.value is not None and not finite(new.value)):
             # absent, or recorded as skipped (NaN: asv -b left it out)
-            if n_hist and key in suite.series:
-                rows.append(Row(key.target, key.size, key.metric, n_hist, None, None, None,
+            if valued and key in suite.series:
+                rows.append(Row(key.target, key.size, key.metric, len(valued), None, None, None,
                                 None, Verdict.MISSING, "in the history, not measured in this run"))
             continue  # else: no longer part of the suite (kernel or size removed)
         effect = cfg.effect_for(key.size, cal.prior(*key[:3]) if cal else None)
         screen = effect / 2
         verdict, centre, change = judge([p for _, p in pairs], new, screen)
         ref, ref_value = valued[-1] if centre is not None else (None, None)   # the A/B's
-        row = Row(key.target, key.size, key.metric, n_hist, centre, new.value, change,
+        row = Row(key.target, key.size, key.metric, len(valued), centre, new.value, change,
                   None if centre is None else screen, verdict, reference=ref,
                   ref_value=ref_value, min_effect=effect,
                   note=NO_VALUE if verdict == Verdict.FAILED else "")
