@@ -20,6 +20,14 @@ def run(repo, *args, timeout: float = 120) -> str:
     return out.stdout.strip()
 
 
+def output(repo, *args, timeout: float = 120) -> str | None:
+    """`run`'s output; None where git fails."""
+    try:
+        return run(repo, *args, timeout=timeout)
+    except GitError:
+        return None
+
+
 def returncode(repo, *args, timeout: float = 60) -> int | None:
     """`git -C repo args...`'s exit status (for questions git answers with it: diff --quiet,
     merge-base --is-ancestor); None where git could not run."""

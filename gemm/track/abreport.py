@@ -1,5 +1,4 @@
-"""A finished A/B (gemm.track.abrun.ABRun) as each row's verdict, note, effects and the
-comparisons it left open (`open`: why each, typed by abrun.Stop)."""
+"""A finished A/B (abrun.ABRun) as each row's verdict, note, effects and what it left open."""
 from __future__ import annotations
 
 from ..core import stats
@@ -11,8 +10,7 @@ from .gate import Row, Verdict
 LEAD = {Verdict.DROP: "confirmed", Verdict.NOISE: "not confirmed",
         Verdict.IMPROVED: "faster", Verdict.UNRESOLVED: "unresolved",
         Verdict.FAILED: "failed"}
-# a decided comparison's outcome as its row's verdict (SAME and NOT_SLOWER: noise). FASTER is
-# "improved", as the screen's own is, not "confirmed": it may rest on one round (a DROP may not)
+# a decided outcome as its row's verdict, else noise (FASTER may rest on one round: "improved")
 DECIDED = {decision.DROP: Verdict.DROP, decision.FASTER: Verdict.IMPROVED}
 
 
@@ -48,8 +46,7 @@ def left_open(ab, c: Comparison, e=None) -> dict:
 
 
 def finish(ab, machine=None, clocks=None) -> None:
-    """Each row's verdict, note and effects from its comparisons in a finished ABRun; each
-    effect with its arms' NVML figures (`machine`: nvml.ArmSamples) and SM clocks (`clocks`)."""
+    """Each row's verdict, note and effects (with NVML figures and SM clocks) from an ABRun."""
     by_row: dict[int, list[Comparison]] = {}
     for c in ab.comps:
         by_row.setdefault(id(c.row), []).append(c)
@@ -69,8 +66,7 @@ def finish(ab, machine=None, clocks=None) -> None:
 
 
 def target_clocks(clocks, arm: str, target: tuple) -> dict | None:
-    """{"kernel": MHz, "baseline": MHz}: the median over an arm's processes of the SM clock
-    its own timer read over the target's samples; None where it read none."""
+    """{"kernel": MHz, "baseline": MHz}, medians over an arm's processes; None where none."""
     got = ((clocks or {}).get(arm) or {}).get(target) or {}
     return {who: stats.median(v) for who, v in got.items() if v} or None
 
@@ -111,8 +107,8 @@ def _comparison(ab, c: Comparison, machine, clocks=None) -> tuple[Verdict | None
     if c.kept:
         note += (f" (its first {c.kept} rounds kept at {r.carried[0][:10]}, the same code, "
                  "UNRESOLVED there)")
-    mhz = {"reference": target_clocks(clocks, c.against, (r.kernel, r.size)),
-           "new": target_clocks(clocks, ab.new, (r.kernel, r.size))}
+    mhz = {"reference": target_clocks(clocks, c.against, c.target),
+           "new": target_clocks(clocks, ab.new, c.target)}
     note += _clock_note(mhz["reference"], mhz["new"])
     r.effects.append({
         "against": c.against, "verdict": status, "change": e.change,

@@ -88,8 +88,7 @@ def _seconds(v) -> float:
 
 
 def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
-    """Add a process's seconds to `walls`: per asked-for target its records' open, check and
-    time seconds, the rest (start-up) under None."""
+    """Add a process's seconds to `walls`: per asked-for target, the rest under None."""
     spent = 0.0
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
         if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
@@ -104,8 +103,7 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
 
 
 def clocks_of(doc: dict) -> dict:
-    """{(kernel, size): {"kernel": MHz, "baseline": MHz}}: the median SM clock the arm's own
-    timer read over each function's samples (a record without them: left out)."""
+    """{(kernel, size): {"kernel": MHz, "baseline": MHz}}: the median SM clock of its samples."""
     out = {}
     for r in doc.get("records") or []:
         if r.get("role") != "kernel":
@@ -120,9 +118,8 @@ def clocks_of(doc: dict) -> dict:
 def measure(tree: Path, series: dict[str, list[str]], env: dict | None = None,
             walls: dict | None = None, clocks: dict | None = None,
             docs: list | None = None) -> dict:
-    """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured with the code
-    in `tree` in one `gemm measure --task` process; `env`: extra variables (fault injection);
-    `walls`, `clocks` and `docs` get its `_walls`, its `clocks_of` and its document."""
+    """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured by the code in
+    `tree` in one process; `walls`, `clocks` and `docs` get its seconds, clocks and document."""
     tree = Path(tree).resolve()
     pairs = [x for kernel, sizes in series.items() for size in sizes
              for x in ("--task", f"{kernel}@{size}")]
@@ -162,8 +159,7 @@ def trees(repo, commits):
 
 
 def in_trees(tree: dict, clocks: dict | None = None):
-    """Arms that are git worktrees ({label: tree}), a `gemm measure` process each call there;
-    `clocks`, if given, gets {arm: measure's clocks}."""
+    """Arms in git worktrees ({arm: tree}), one process a call; `clocks` gets {arm: clocks}."""
     def of_arm(arm: str, what: dict) -> tuple[dict, dict]:
         walls: dict = {}
         sink = None if clocks is None else clocks.setdefault(arm, {})

@@ -13,15 +13,8 @@ ANCHOR_FILE = "anchor.toml"
 PENALTY = 4.0   # a change point costs PENALTY sigma^2 ln(n)
 
 
-def _git(repo, *args) -> str | None:
-    try:
-        return git.run(repo, *args, timeout=60)
-    except git.GitError:
-        return None
-
-
 def _commit(repo, rev: str, source: str) -> str:
-    sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    sha = git.output(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", timeout=60)
     if not sha:
         raise ValueError(f"the anchor {rev!r} ({source}) is not a commit git knows here")
     return sha
@@ -31,7 +24,7 @@ def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
     """(anchor sha or None, where it came from or why there is none); ValueError: unknown."""
     if explicit:
         return _commit(repo, explicit, "--anchor"), f"--anchor {explicit}"
-    tags = _git(repo, "tag", "--list", ANCHOR_TAGS, "--sort=-creatordate")
+    tags = git.output(repo, "tag", "--list", ANCHOR_TAGS, "--sort=-creatordate", timeout=60)
     if tags:
         tag = tags.split()[0]
         return _commit(repo, tag, f"tag {tag}"), f"tag {tag}"

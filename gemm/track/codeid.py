@@ -20,9 +20,8 @@ _ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.MULTILINE)
 
 
 def same_code(repo, older: str, newer: str, kernel: str, same_build=None) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS, and
-    none to kernels/ or to this kernel's own build; else `same_build(older, newer, kernel)`
-    (the compiler's word). False where neither can tell, or for a kernel not registered."""
+    """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS nor to
+    the kernel's build; else `same_build(older, newer, kernel)` (the compiler's word)."""
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
@@ -53,13 +52,10 @@ def _unchanged(repo: Path, older: str, newer: str, paths: tuple) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
-    """What builds `kernel` at `rev` (git): its registry entry less `tune`, its sources, its
-    tuned tables' entries and the nvcc options (gemm/cuda/loader.py); None where git cannot say."""
+    """What builds `kernel` at `rev`: its registry entry, sources, tuned entries and nvcc's
+    options (gemm/cuda/loader.py); None where git cannot say."""
     def show(path: str) -> str | None:
-        try:
-            return git.run(repo, "show", f"{rev}:{path}", timeout=30)
-        except git.GitError:
-            return None
+        return git.output(repo, "show", f"{rev}:{path}", timeout=30)
     try:
         entries = tomllib.loads(show("kernels/kernels.toml") or "").get("kernel") or []
     except tomllib.TOMLDecodeError:

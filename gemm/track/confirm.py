@@ -5,19 +5,17 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .codeid import same_code
 from ..machine import nvml
 from ..store import verdicts
 from . import abreport, abtest, plan
 from .abrun import ABRun, Stop, carried
-from .abtest import in_trees
+from .codeid import same_code
 from .gate import GateConfig, Row, Verdict, candidates_against, past_screen, screened_large
 
 
 def unresolved_before(root, machine: str, earlier: list, key: tuple,
                       anchor: str | None = None) -> list[str]:
-    """The commits just before the judged one (newest first) UNRESOLVED for `key` running,
-    back to the anchor, which accepts what was left open at it (docs/gate.md section 4)."""
+    """The commits before the judged one (newest first) UNRESOLVED for `key`, up to the anchor."""
     out = []
     for run in reversed(earlier):
         if anchor and run.commit == anchor:
@@ -74,8 +72,7 @@ def gpu_present() -> tuple[bool, str]:
 
 def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=None,
            log=print, probe=None, calibration=None, same_build=None) -> list[Row]:
-    """Decide every "drop?" row in place (`kept` verdicts without a GPU); the rows measured.
-    `same_build`: codeid.same_code's compiler, where git sees a kernel's build change."""
+    """Decide every "drop?" row in place (`kept` verdicts without a GPU); the rows measured."""
     cands = []
     for r in rows:
         if r.verdict != Verdict.CANDIDATE:
@@ -90,20 +87,18 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
     if not cands:
         return []
     ok, why = (probe or gpu_present)() if cfg.confirm else (False, "confirmation disabled")
-    comparisons = [(r, c) for r in cands for c in _to_measure(r)]
-    reused = set()        # rows given their kept verdict, whose note says it all already
+    # the rows given their kept verdict, whose note says it all already
+    reused = {id(r) for r in cands if not ok and _use_kept(r, (kept or {}).get(r.key), why)}
+    comparisons = [(r, c) for r in cands for c in _to_measure(r)] if ok else []
     for r in cands:
-        if not ok:
-            if _use_kept(r, (kept or {}).get(r.key), why):
-                reused.add(id(r))
-        elif not candidates_against(r):
+        if ok and not candidates_against(r):
             r.verdict, r.note = Verdict.UNRESOLVED, "no reference commit to compare with"
-    if ok and comparisons:
+    if comparisons:
         refs = list(dict.fromkeys(c for _, c in comparisons))
         tree: dict = {}
         machine = nvml.ArmSamples()   # the GPU sampled while each arm's process runs
         clocks: dict = {}     # and the clocks each arm's own timer read, per target
-        ab = ABRun(comparisons, cfg, new_commit, machine.sampling(in_trees(tree, clocks)),
+        ab = ABRun(comparisons, cfg, new_commit, machine.sampling(abtest.in_trees(tree, clocks)),
                    lambda s: log(f"regress: {s}"), calibration, plan.speeds(rows))
         try:
             with abtest.trees(repo, refs + [new_commit]) as trees:
@@ -132,9 +127,8 @@ def _identical_note(r: Row) -> str:
 
 def _use_kept(r: Row, old: dict | None, why: str) -> bool:
     """The kept verdict for this value and these commits (True), else UNRESOLVED or DROP."""
-    covers = old is not None and set(_to_measure(r)) <= set(old.get("against") or
-                                                             [old.get("reference")])
-    if (old and covers and old.get("new") == r.new
+    if (old and set(_to_measure(r)) <= set(old.get("against") or [old.get("reference")])
+            and old.get("new") == r.new
             and old.get("verdict") in (Verdict.DROP, Verdict.NOISE, Verdict.IMPROVED,
                                          Verdict.UNRESOLVED)):
         r.verdict = Verdict(old["verdict"])
