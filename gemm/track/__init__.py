@@ -1,2 +1,1 @@
-"""The gate: the screen, the rule and the A/B over gemm.store's history and kept verdicts; the
-A/B reaches the GPU only through `python -m gemm measure` in each commit's own tree."""
+"""The gate: screen, rule and A/B; the A/B measures only through each tree's `gemm measure`."""

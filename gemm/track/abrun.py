@@ -1,5 +1,4 @@
-"""The A/B engine (the gate's and the calibration's): palindromic rounds (R1 R2 N N R2 R1),
-priority, time budget, overtime, A/A control (docs/gate.md section 3)."""
+"""The A/B engine: rounds R1 R2 N N R2 R1, priority, budget, overtime, A/A control (gate.md 3)."""
 from __future__ import annotations
 
 import math
@@ -79,8 +78,7 @@ class Comparison:
 
 
 class ABRun:
-    """One A/B: `comparisons` [(row, reference arm)] against the arm `new`, an arm measured by
-    `measure(arm, series) -> (values, walls)`; `family`: the Bonferroni family if not their own."""
+    """One A/B: [(row, reference arm)] against the arm `new`, each arm run by `measure`."""
 
     def __init__(self, comparisons, cfg: GateConfig, new: str, measure, log, calibration,
                  speeds: dict | None = None, family: int | None = None, clock=None,

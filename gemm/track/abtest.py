@@ -1,5 +1,4 @@
-"""The A/B's arms: each commit in its own git worktree, measured by its own `python -m gemm
-measure --task K@S... --policy confirm --json F` (gemm.measure/1), one process a call."""
+"""The A/B's arms: each commit in a worktree, measured by its own `gemm measure` process."""
 from __future__ import annotations
 
 import contextlib
@@ -118,8 +117,7 @@ def clocks_of(doc: dict) -> dict:
 def measure(tree: Path, series: dict[str, list[str]], env: dict | None = None,
             walls: dict | None = None, clocks: dict | None = None,
             docs: list | None = None) -> dict:
-    """{(kernel, size, metric): value} of `series` ({kernel: [sizes]}) measured by the code in
-    `tree` in one process; `walls`, `clocks` and `docs` get its seconds, clocks and document."""
+    """{(kernel, size, metric): value} of `series` measured by the code in `tree`, one process."""
     tree = Path(tree).resolve()
     pairs = [x for kernel, sizes in series.items() for size in sizes
              for x in ("--task", f"{kernel}@{size}")]

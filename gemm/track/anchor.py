@@ -1,5 +1,4 @@
-"""Drift: the anchor every commit is also compared with (--anchor, else the newest tag
-ANCHOR_TAGS, else ANCHOR_FILE), and where a series stepped (ruptures' PELT; docs/gate.md)."""
+"""Drift: the anchor (--anchor, a perf-anchor* tag, anchor.toml) and where a series stepped."""
 from __future__ import annotations
 
 import tomllib

@@ -1,5 +1,4 @@
-"""A runner's calibration (gemm.store.calibration's file) as the gate reads it: each series'
-A/A noise (decision.Noise), its own or borrowed from the series near it."""
+"""A runner's calibration as the gate reads it: each series' noise, its own or borrowed."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -21,8 +20,7 @@ class Calibration:
     _robust: dict = field(default_factory=dict, repr=False, compare=False)   # computed once
 
     def prior(self, kernel: str, size: str, metric: str) -> Noise | None:
-        """The series' own noise, else the worst near it of its precision's kernels, or of every
-        kernel where those were calibrated farther off (borrowed)."""
+        """Its own noise, else the worst near it of its precision's kernels or of all (borrowed)."""
         own = self.noise.get((kernel, size, metric))
         if own is not None:
             return own

@@ -1,5 +1,4 @@
-"""Code identity, as git tells it: do two commits measure a kernel with the same code (no A/B
-then), and did a kernel's own build change between them?"""
+"""Code identity, as git tells it: the same measured code, or a kernel's build changed?"""
 from __future__ import annotations
 
 import functools
@@ -20,8 +19,7 @@ _ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.MULTILINE)
 
 
 def same_code(repo, older: str, newer: str, kernel: str, same_build=None) -> bool:
-    """Does `newer` measure `kernel` with `older`'s code? Git: no change to the HARNESS nor to
-    the kernel's build; else `same_build(older, newer, kernel)` (the compiler's word)."""
+    """Does `newer` measure `kernel` with `older`'s code (git, else `same_build`)?"""
     try:
         registry.get(kernel)
     except (KeyError, ValueError):
@@ -52,8 +50,7 @@ def _unchanged(repo: Path, older: str, newer: str, paths: tuple) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def _kernel_build(repo, rev: str, kernel: str) -> dict | None:
-    """What builds `kernel` at `rev`: its registry entry, sources, tuned entries and nvcc's
-    options (gemm/cuda/loader.py); None where git cannot say."""
+    """What builds `kernel` at `rev` (git): entry, sources, tuned entries, nvcc options."""
     def show(path: str) -> str | None:
         return git.output(repo, "show", f"{rev}:{path}", timeout=30)
     try:

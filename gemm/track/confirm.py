@@ -1,5 +1,4 @@
-"""The candidates ("drop?") decided: by an A/B (gemm.track.abrun), by a kept verdict without a
-GPU, else an unconfirmed DROP; UNRESOLVED carried from the commits before. docs/gate.md 3-5."""
+"""The candidates decided: by an A/B, a kept verdict, else unconfirmed (docs/gate.md 3-5)."""
 from __future__ import annotations
 
 import subprocess

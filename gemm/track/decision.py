@@ -1,5 +1,4 @@
-"""The A/B's rule: a t interval on d = mean(log new) - mean(log ref) (d < 0: slower), its noise
-pooled with the runner's calibrated noise, against the margin delta / 2."""
+"""The A/B's rule: a t interval on d = mean(log new) - mean(log ref) against delta / 2."""
 from __future__ import annotations
 
 import math
@@ -219,8 +218,7 @@ def _welch(d: float, rounds, n_ref: int, n_new: int, alpha: float, family: int,
 
 
 def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
-    """(unit variance, dof, units) of an arm: its values (with the prior where they fit it), or
-    its round means where rounds differ more than processes within them (F-test)."""
+    """(unit variance, dof, units) of an arm: its values, or its round means (F-test)."""
     from scipy import stats as st
     xs = [x for g in groups for x in g]
     within, w_dof = sum(_ss(g) for g in groups), sum(len(g) - 1 for g in groups)
@@ -241,8 +239,7 @@ def _arm(groups: list[list[float]], prior: Noise) -> tuple[float, int, int]:
 
 def aa_stable(first, last, delta: float, alpha: float = 1e-3, family: int = 1,
               prior: Noise | None = None, new_pairs=None, k=None) -> tuple[bool, Effect | None]:
-    """The A/A control: (stable?, the reference's last-vs-first move less k times the new
-    code's); unstable beyond delta / 4 or where the prior rejects it."""
+    """The A/A control: (stable?, the reference's move less k times the new code's)."""
     diffs = [b - a for a, b in (_logs(p) for p in zip(first, last))]
     if not diffs:
         return True, None
@@ -294,8 +291,7 @@ def _yuen(xs: list[float]) -> tuple[float, float, int, int]:
 
 
 def trimmed_noise(parts) -> tuple[Noise, float] | None:
-    """(the robust rule's prior, the sd of one value's share of a trimmed mean) from A/A
-    values (a list per GPU); None where no GPU has 5 values."""
+    """(the robust prior, a value's share of a trimmed mean) of A/A values, a list per GPU."""
     dof = var = per_value = 0.0
     for values in parts:
         xs = _logs(values)
@@ -312,8 +308,7 @@ def trimmed_noise(parts) -> tuple[Noise, float] | None:
 
 def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
                    prior: Noise | None = None) -> Effect | None:
-    """The robust rule, Yuen's test on trimmed means with the prior pooled; None (the mean rule
-    decides) without a prior or while an arm has too few values to trim one."""
+    """The robust rule, Yuen's trimmed means; None where the mean rule decides."""
     lr = [x for r in ref_rounds for x in _logs(r)]
     ln = [x for r in new_rounds for x in _logs(r)]
     if prior is None or _cut(min(len(lr), len(ln))) < 1:

@@ -1,5 +1,4 @@
-"""The gate's screen: which series of the judged commit may be slower (or are wrong, or
-missing)? Pure; the A/B (gemm.track.confirm) decides each candidate. docs/gate.md 1-2."""
+"""The gate's screen: which series of the judged commit may be slower, wrong or missing?"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

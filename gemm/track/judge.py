@@ -1,5 +1,4 @@
-"""The gate's workflow for one commit: judge(Request) -> Report, which `gemm regress` prints;
-bad input raises BadRequest before any GPU work. docs/gate.md."""
+"""The gate's workflow for one commit: judge(Request) -> Report; bad input: BadRequest."""
 from __future__ import annotations
 
 from collections import Counter
@@ -36,8 +35,7 @@ class Request:
     repo: str = "."                 # the git checkout holding the recorded commits
     verdicts: str = "verdicts"
     record_verdicts: bool = False   # keep this run's GPU verdicts for later runs without one
-    # (repo, older, newer, kernel, machine) -> do both build it into the same machine code?
-    # asked where git sees a kernel's build change (gemm.explain.identity); None: git alone
+    # (repo, older, newer, kernel, machine) -> the same machine code? (gemm.explain.identity)
     same_build: Callable[..., bool] | None = None
 
 
@@ -96,8 +94,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
         anchor, anchor_src = (anchors.resolve(req.repo, req.anchor) if req.use_anchor
                               else (None, "no anchor (--no-anchor)"))
         new_run, earlier = select(runs, req.commit)
-        # the anchor accepts what was left open at it and before, compared with or not (the
-        # judged commit itself, a shallow clone): the carry stops there
+        # the carry stops at the anchor, usable or not: it accepts what was left open there
         carry_from, carry_to = ([] if anchor == new_run.commit else earlier), anchor
         why_not = anchor and anchors.unusable(req.repo, anchor, new_run.commit,
                                               {r.commit for r in earlier})
@@ -152,8 +149,7 @@ def judge(req: Request, log=lambda line: None, on_screened=None, gpu_name=None,
 
 
 def code_changed(rows: list[Row], repo, judged: str, same_build=None) -> tuple[int, int]:
-    """Make each large series of a kernel changed since its reference a candidate: (how many,
-    how many changed in their sources only, `same_build` finding the same machine code)."""
+    """Make large series whose kernel changed candidates: (how many, sources-only changes)."""
     n = spared = 0
     for r in rows:
         if not screened_large(r) or not r.reference:

@@ -1,5 +1,4 @@
-"""What a round of the A/B costs: each chosen target in two processes per arm, learned from
-the arms' processes, else guessed from the record's speeds and CONFIRM's stop rule."""
+"""What a round of the A/B costs: learned from the arms' processes, else guessed."""
 from __future__ import annotations
 
 from ..core.policy import CONFIRM, Policy
@@ -17,9 +16,7 @@ COMPILE_S = 4.0    # per kernel, an arm's first process building it (nvcc, nothi
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
     """Seconds one process spends on a target under `p` (warm-up, samples, check)."""
     per_set = 0.0
-    for t in (launch_s, baseline_s):
-        if t is None:
-            continue
+    for t in (t for t in (launch_s, baseline_s) if t is not None):
         s = max(p.sample_s, t)
         sampling = min(max(p.min_samples * s, p.min_time_s),
                        max(p.max_time_s, p.min_samples_capped * s))
@@ -70,15 +67,13 @@ class Costs:
         return MARGIN * UNKNOWN_S
 
     def compile_s(self, arm: str, targets) -> float:
-        """What the arm's first process spends building its kernels, until a process of it
-        was timed (its walls then hold it): COMPILE_S per kernel, none for a warm arm."""
+        """COMPILE_S per kernel for an arm's first process, unless warm or timed already."""
         if arm in self.warm or arm in self.start:
             return 0.0
         return COMPILE_S * len({kernel for kernel, _ in targets})
 
     def round_s(self, arms: dict) -> float:
-        """A round's seconds: {arm: set of targets} measured in each arm's processes (an arm
-        not timed yet starting as slowly as the slowest one timed, else START_S)."""
+        """A round's seconds: {arm: targets} (an arm not timed yet starts as the slowest)."""
         slowest = max(self.start.values(), default=START_S)
         return sum(PROCESSES * (self.start.get(a, slowest) + sum(self.target_s(a, t) for t in ts))
                    + self.compile_s(a, ts) for a, ts in arms.items() if ts)
