@@ -19,9 +19,8 @@ def rounds_needed(ab, r: Row, e) -> int | None:
     if not e.sigma or e.sigma != e.sigma:
         return None
     prior = ab.prior(r)
-    prior_dof = 0 if prior is None else prior.dof_for(e.n_new // 2 - 1)
     return decision.rounds_needed(e.sigma, r.min_effect, ab.cfg.alpha, ab.family,
-                                  prior_dof=prior_dof)
+                                  0 if prior is None else prior.dof_for(e.n_new // 2 - 1))
 
 
 def power_note(ab, r: Row, e) -> str:

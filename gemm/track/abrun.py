@@ -322,9 +322,7 @@ class ABRun:
         riders = [c for c in todo if c not in course and (c.against, c.target) in shared]
         keep = course + riders
         waiting = [c for c in todo if not c.rounds and c not in keep]
-        for c in todo:
-            if c in keep:
-                continue
+        for c in [c for c in todo if c not in keep]:
             if self.overtime and c in self.riders:
                 why = (f"measured with its target's other metric in overtime until that one "
                        f"stopped, after {total} rounds")

@@ -309,8 +309,7 @@ def trimmed_noise(parts) -> tuple[Noise, float] | None:
 def effect_trimmed(ref_rounds, new_rounds, delta: float, alpha: float = 1e-3, family: int = 1,
                    prior: Noise | None = None) -> Effect | None:
     """The robust rule, Yuen's trimmed means; None where the mean rule decides."""
-    lr = [x for r in ref_rounds for x in _logs(r)]
-    ln = [x for r in new_rounds for x in _logs(r)]
+    lr, ln = ([x for r in rounds for x in _logs(r)] for rounds in (ref_rounds, new_rounds))
     if prior is None or _cut(min(len(lr), len(ln))) < 1:
         return None
     _check(delta, alpha, family)
