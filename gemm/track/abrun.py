@@ -308,7 +308,6 @@ class ABRun:
         self.end(Stop.CAP, f"still ambiguous after {self.n} rounds")
 
     def end(self, stop: Stop, why: str) -> None:
-        """Close every comparison still undecided, for `why`."""
         for c in self.undecided():
             c.close(stop, why, self.n)
 

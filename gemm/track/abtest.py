@@ -90,11 +90,10 @@ def _walls(doc: dict, series: dict, took: float, walls: dict) -> None:
     """Add a process's seconds to `walls`: per asked-for target, the rest under None."""
     spent = 0.0
     for r in doc.get("records") or [] if isinstance(doc, dict) else []:
-        if not isinstance(r, dict) or not isinstance(r.get("wall"), dict):
+        if not (isinstance(r, dict) and isinstance(r.get("wall"), dict)
+                and r.get("size") in series.get(r.get("kernel"), ())):
             continue
-        key = (r.get("kernel"), r.get("size"))
-        if key[1] not in series.get(key[0], ()):
-            continue
+        key = (r["kernel"], r["size"])
         s = sum(_seconds(r["wall"].get(k)) for k in ("open_s", "check_s", "time_s"))
         walls[key] = walls.get(key, 0.0) + s
         spent += s

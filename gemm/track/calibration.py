@@ -58,7 +58,6 @@ class Calibration:
 
 
 def precision_of(kernel: str) -> str | None:
-    """The registry's precision of a kernel (None for one it does not know)."""
     try:
         return registry.get(kernel).precision
     except (KeyError, ValueError, TypeError, AttributeError):

@@ -44,7 +44,6 @@ def kernel_changed(repo, older: str, newer: str, kernel: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _unchanged(repo: Path, older: str, newer: str, paths: tuple) -> bool:
-    """No change to `paths` from `older` to `newer` (git; asked once per process)."""
     return git.returncode(repo, "diff", "--quiet", older, newer, "--", *paths) == 0
 
 

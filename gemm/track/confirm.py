@@ -115,7 +115,6 @@ def decide(rows: list[Row], cfg: GateConfig, new_commit: str, repo=".", kept=Non
 
 
 def _to_measure(r: Row) -> list[str]:
-    """The commits it was flagged against, less those of the same measured code."""
     return [c for c in candidates_against(r) if c not in r.identical]
 
 
