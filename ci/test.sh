@@ -7,5 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/venv.sh
-ci_python test,track,sass numpy pytest pytest_benchmark asv matplotlib wheel
+ci_python test,track,sass numpy pytest pytest_benchmark asv matplotlib ruptures scipy wheel
 python3 -m pytest -q "$@"

@@ -138,8 +138,9 @@ class ABRun:
                     c.news.append(list(new))
                     # k: how many new-code steps apart its two processes are (R1 .. N N .. R1)
                     c.ks.append(2 * len(refs) + 1 - 2 * refs.index(arm))
-        for c in chosen if self.overtime else ():
-            c.measured_overtime = True
+        if self.overtime:
+            for c in chosen:
+                c.measured_overtime = True
 
     def needs(self, c: Comparison) -> int:
         """Rounds c needs before a decision: 1 with its own prior, else RUN_DOF dof's worth."""
@@ -250,7 +251,8 @@ class ABRun:
                 e = self.effect(c)
                 if e.verdict != decision.AMBIGUOUS:
                     c.state, c.decided = State.DECIDED, e
-        drops = {id(c.row): c.against for c in reversed(self.comps)   # the first DROP a row's
+        # reversed: where a row has two DROPs, the first one's commit is the one kept
+        drops = {id(c.row): c.against for c in reversed(self.comps)
                  if c.state is State.DECIDED and c.decided.verdict == decision.DROP}
         for c in self.comps:
             if c.state in (State.OPEN, State.CLOSED) and id(c.row) in drops:

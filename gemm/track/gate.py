@@ -151,8 +151,9 @@ def judge(history: list, new, screen: float):
         return Verdict.NEW, None, None
     centre = stats.median(hist)
     change = (new.value - centre) / centre if centre else 0.0
-    return (Verdict.CANDIDATE if -change > screen else Verdict.IMPROVED if change > screen
-            else Verdict.OK), centre, change
+    if -change > screen:
+        return Verdict.CANDIDATE, centre, change
+    return (Verdict.IMPROVED if change > screen else Verdict.OK), centre, change
 
 
 def select(runs, commit: str | None):
