@@ -43,6 +43,9 @@
 # the working tree that travelled to HEAD (uncommitted edits would make the record refuse);
 # NO_RESTORE=1 skips both git steps (ci/device-lanes.sh does them once for its lanes).
 # Usage there: source .devkit/env.sh && EXTRAS="bench crosscheck" bash ci/device-run.sh
+# The kit has no ruptures (change points in gemm regress); to have them there, add its wheel to
+# the kit here first: pip download ruptures --no-deps --only-binary=:all: --python-version 3.12
+#   --platform manylinux2014_x86_64 -d .devkit/wheels
 set -uo pipefail
 final=${OUT:?set OUT}
 work=$(mktemp -d)

@@ -107,6 +107,38 @@ def test_same_code_reads_the_kernels_and_the_measuring_layers_from_git():
     assert not codeid.same_code(".", "6461483~1", "6461483", "09_cp_async_pipeline")
     assert not codeid.same_code(".", "67d74d06de", "9a3947daea", "14_bf16_wgmma_tma")
     assert not codeid.same_code(".", "2a9123c~1", "2a9123c", "no_such_kernel")
+    # f96874f..56bd6d3 changed gemm/core/git.py alone of what lies under MEASURED_BY
+    assert codeid.same_code(".", "f96874f", "56bd6d3", "18_bf16_pingpong_tma_store")
+
+
+def test_no_measured_module_imports_what_measured_by_leaves_out():
+    """MEASURED_BY leaves gemm/core/git.py out: the measuring process must never import it (a
+    change there would then be a change the gate calls the same code)."""
+    import ast
+    from pathlib import Path
+    root = Path(codeid.__file__).resolve().parents[2]
+    left_out = {p.split(")", 1)[1] for p in codeid.MEASURED_BY if p.startswith(":(exclude)")}
+    assert left_out == {"gemm/core/git.py"}
+    modules = {str(f.relative_to(root).with_suffix("")).replace("/", ".")
+               for f in map(root.joinpath, left_out)}
+    files = [f for p in codeid.MEASURED_BY if not p.startswith(":")
+             for f in ([root / p] if p.endswith(".py") else sorted((root / p).rglob("*.py")))
+             if str(f.relative_to(root)) not in left_out]
+    assert len(files) > 20
+    for f in files:
+        package = str(f.relative_to(root).parent).replace("/", ".")
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                names = {base} | {f"{base}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                names = {a.name for a in node.names}
+            else:
+                continue
+            assert not names & modules, f"{f.relative_to(root)} imports {names & modules}"
 
 
 def test_a_commit_recorded_twice_counts_once(tmp_path):

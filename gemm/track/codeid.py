@@ -8,11 +8,13 @@ from pathlib import Path
 
 from ..core import git, registry
 
-# what a measurement runs: kernels and registry, the baseline's choice per GPU, the layers it
-# imports, its entry point; a kernel's series need only its own build of kernels/
-MEASURED_BY = ("kernels", "baselines", "gemm/core", "gemm/cuda", "gemm/measure",
-               "gemm/__init__.py", "gemm/__main__.py", "gemm/cli/__init__.py", "gemm/cli/main.py",
-               "gemm/cli/measure.py", "gemm/cli/common.py")
+# what a measurement runs (git pathspecs): kernels and registry, the baseline's choice per GPU,
+# the layers it imports but the git helper only the gate and gemm explain call, its entry
+# point; a kernel's series need only its own build of kernels/
+MEASURED_BY = ("kernels", "baselines", "gemm/core", ":(exclude)gemm/core/git.py",
+               "gemm/cuda", "gemm/measure", "gemm/__init__.py", "gemm/__main__.py",
+               "gemm/cli/__init__.py", "gemm/cli/main.py", "gemm/cli/measure.py",
+               "gemm/cli/common.py")
 HARNESS = tuple(p for p in MEASURED_BY if p != "kernels")
 
 _ANGLE = re.compile(r'^\s*#\s*include\s*<([^>]+)>', re.MULTILINE)

@@ -94,8 +94,9 @@ class Narrowing:
                 and (not self.sizes or size in self.sizes))
 
     def __str__(self) -> str:
-        return "; ".join(f"{what} {', '.join(names)}" for what, names in (
-            ("kernels", self.kernels), ("sizes", self.sizes)) if names) or "everything"
+        parts = [f"kernels {', '.join(self.kernels)}"] if self.kernels else []
+        parts += [f"sizes {', '.join(self.sizes)}"] if self.sizes else []
+        return "; ".join(parts) or "everything"
 
 
 @dataclass

@@ -74,8 +74,10 @@ class Report:
                "narrowed": str(self.narrowed) if self.narrowed else None,
                "anchor": self.anchor, "anchor_source": self.anchor_source,
                "calibration": self.calibration, "calibration_note": self.calibration_note,
-               "rows": [] if self.empty else [asdict(r) for r in self.rows]}
-        return {**doc, **({"empty": True} if self.empty else {"counts": self.counts}),
+               "rows": []}
+        if self.empty:
+            return {**doc, "empty": True, "exit": self.exit}
+        return {**doc, "rows": [asdict(r) for r in self.rows], "counts": self.counts,
                 "exit": self.exit}
 
 

@@ -16,7 +16,9 @@ COMPILE_S = 4.0    # per kernel, an arm's first process building it (nvcc, nothi
 def guess_target_s(launch_s: float, baseline_s: float | None, p: Policy = CONFIRM) -> float:
     """Seconds one process spends on a target under `p` (warm-up, samples, check)."""
     per_set = 0.0
-    for t in (t for t in (launch_s, baseline_s) if t is not None):
+    for t in (launch_s, baseline_s):
+        if t is None:
+            continue
         s = max(p.sample_s, t)
         sampling = min(max(p.min_samples * s, p.min_time_s),
                        max(p.max_time_s, p.min_samples_capped * s))
