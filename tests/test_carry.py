@@ -112,9 +112,17 @@ def test_same_code_reads_the_kernels_and_the_measuring_layers_from_git():
 
 
 def test_no_measured_module_imports_what_measured_by_leaves_out():
-    """MEASURED_BY leaves gemm/core/git.py out: the measuring process must never import it (a
-    change there would then be a change the gate calls the same code)."""
+    """MEASURED_BY leaves gemm/core/git.py out: no module under it imports the file, and the
+    worker that compiles, launches and times never loads it (the CLI's entry does, through the
+    gate's commands, which only the gate and gemm explain run); else a change there would be
+    a change the gate calls the same code."""
     import ast
+    import subprocess
+    import sys
+    loaded = subprocess.run([sys.executable, "-c", "import sys, gemm.measure.worker; "
+                             "print('gemm.core.git' in sys.modules)"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "False"
     from pathlib import Path
     root = Path(codeid.__file__).resolve().parents[2]
     left_out = {p.split(")", 1)[1] for p in codeid.MEASURED_BY if p.startswith(":(exclude)")}

@@ -1,12 +1,14 @@
 """Issue 24's false-alarm ledger (CPU only, git, results/ and verdicts/): every recorded commit
 whose gate kept a whole judgement (a verdict summary), with its GPU, whether its measured code
-(codeid.MEASURED_BY) changed since the recorded commit before it, its verdict counts and how
+(codeid.MEASURED_BY as the judged commit's own gate had it) changed since the recorded commit
+before it, its verdict counts and how
 many of its candidates of the large class (2048 and up) ended UNRESOLVED. The per-commit job's wall time is not
 recorded in results/; docs/evidence.md has it per run.
 
     PYTHONPATH=. python3 ci/probes/unchanged_runs.py [results/h200] [verdicts] [--since SHA]
 """
 import argparse
+import ast
 from pathlib import Path
 
 from gemm.core import git
@@ -19,6 +21,17 @@ from gemm.track import codeid
 
 def large(size: str) -> bool:
     return Problem.parse(size).size_class == SizeClass.LARGE
+
+
+def measured_by(sha: str) -> tuple:
+    """The MEASURED_BY of the gate that judged `sha` (its own codeid.py), else today's: a run
+    counts as unchanged code under the rule it was judged with."""
+    text = git.output(".", "show", f"{sha}:gemm/track/codeid.py") or ""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MEASURED_BY"
+                                                for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    return codeid.MEASURED_BY
 
 
 def main(root: str = "results/h200", kept: str = "verdicts", since: str | None = None) -> None:
@@ -43,7 +56,7 @@ def main(root: str = "results/h200", kept: str = "verdicts", since: str | None =
         if summary is None or i < first:
             continue
         same = prev is not None and git.returncode(
-            ".", "diff", "--quiet", prev, sha, "--", *codeid.MEASURED_BY) == 0
+            ".", "diff", "--quiet", prev, sha, "--", *measured_by(sha)) == 0
         counts = summary.get("counts") or {}
         rows = [r for r in summary.get("rows") or [] if large(r["size"])]
         # the A/B's: a confirmed speed-up is "improved" with its effects (since abreport.DECIDED)
