@@ -10,6 +10,7 @@ from gemm.track import codeid
 from gemm.store import verdicts
 from gemm.track import abreport, abrun, abtest, confirm
 from gemm.track.gate import GateConfig, Row, Verdict, failed
+from tests.test_layers import imported_modules
 from tests.test_plan import _cal, _fake
 
 KEY = ("09_cp_async_pipeline", "4096", "tflops")
@@ -116,7 +117,6 @@ def test_no_measured_module_imports_what_measured_by_leaves_out():
     worker that compiles, launches and times never loads it (the CLI's entry does, through the
     gate's commands, which only the gate and gemm explain run); else a change there would be
     a change the gate calls the same code."""
-    import ast
     import subprocess
     import sys
     loaded = subprocess.run([sys.executable, "-c", "import sys, gemm.measure.worker; "
@@ -134,19 +134,8 @@ def test_no_measured_module_imports_what_measured_by_leaves_out():
              if str(f.relative_to(root)) not in left_out]
     assert len(files) > 20
     for f in files:
-        package = str(f.relative_to(root).parent).replace("/", ".")
-        for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
-                    base = ".".join(up + ([base] if base else []))
-                names = {base} | {f"{base}.{a.name}" for a in node.names}
-            elif isinstance(node, ast.Import):
-                names = {a.name for a in node.names}
-            else:
-                continue
-            assert not names & modules, f"{f.relative_to(root)} imports {names & modules}"
+        names = imported_modules(f)
+        assert not names & modules, f"{f.relative_to(root)} imports {names & modules}"
 
 
 def test_a_commit_recorded_twice_counts_once(tmp_path):

@@ -34,27 +34,25 @@ ALLOWED = {
 GPU_LIBS = ("pycuda", "nvmath", "cuda", "pynvml")
 
 
-def gemm_imports(path: Path) -> set[str]:
-    """The gemm subpackages a module imports, anywhere in it (module level or in functions)."""
-    layer = path.relative_to(PKG).parts[0]
+def imported_modules(path: Path) -> set[str]:
+    """The gemm modules a module under gemm/ imports, anywhere in it (module level or in
+    functions), as dotted names; `from X import n` gives both X and X.n."""
+    package = ["gemm", *path.relative_to(PKG).parent.parts]
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                parts = [layer] + (node.module or "").split(".")
-            elif node.level == 2:
-                parts = (node.module or "").split(".")
-            elif node.level == 0 and (node.module or "").startswith("gemm."):
-                parts = node.module.split(".")[1:]
-            else:
-                continue
-            if parts[0] in ALLOWED or parts[0] in ("cli", "api", "testing"):
-                out.add(parts[0])
+            base = package[:len(package) - node.level + 1] if node.level else []
+            base = ".".join(base + ([node.module] if node.module else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
         elif isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name.startswith("gemm."):
-                    out.add(a.name.split(".")[1])
-    return out
+            out |= {a.name for a in node.names}
+    return {m for m in out if m.startswith("gemm.")}
+
+
+def gemm_imports(path: Path) -> set[str]:
+    """The gemm subpackages a module imports, anywhere in it (module level or in functions)."""
+    return {m.split(".")[1] for m in imported_modules(path)} & (set(ALLOWED) |
+                                                                 {"cli", "api", "testing"})
 
 
 MODULES = sorted(p for layer in ALLOWED for p in (PKG / layer).glob("*.py"))
