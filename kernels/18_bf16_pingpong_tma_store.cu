@@ -23,11 +23,37 @@
 // - Stages: with the 95-instruction loop 4 stages and 64-column chunks ran 3.8 % faster than
 //   6 and 32 at 8192; with the uniform loop `gemm tune 18` picks 6 and 32 at 4096 (the most
 //   that fit with BM = BN = 128), 5 and 64 at 2048 (docs/evidence.md).
+// - Stream-K for the last wave (STREAM_K 1; 0 = every tile whole). T tiles, G = gridDim.x
+//   blocks, KT = K steps a tile. Where T / G >= SK_FROM, W = T / G - 1 waves of whole tiles as
+//   above (block b: tiles b + j * G, j < W), then the other S = T - W * G tiles' I = S * KT K
+//   steps (tile-major) split into G contiguous ranges, block b [b * I / G, (b + 1) * I / G),
+//   run as jobs of one tile each, highest tile first; the consumers take the jobs in turn and
+//   the producer loads them in the same order, each job only its K range. A job holding part
+//   of a tile sums it through C itself: its leader takes a ticket, prev = atomicAdd(sk_count[u],
+//   its K steps); prev == 0 stores alpha * acc by TMA as a whole tile does, a later one waits
+//   (its warp) until sk_done[u] == prev and adds alpha * acc by TMA reductions
+//   (cp.reduce.async.bulk .add); each, its bulk writes complete, publishes sk_done[u] = prev +
+//   its steps (release), and the one completing the tile's KT steps resets both counters for
+//   the next launch. The first to finish stores, so no job waits on one still in its K loop;
+//   waits follow the tickets' order, each on a job already in its epilogue, and every block is
+//   resident: no cycle (tests/test_streamk_schedule.py models the schedule and the tickets).
+//   Needs the TMA epilogue (beta == 0, C addressable), else every tile is whole. The counters
+//   are static device memory (zero at module load): no launcher change, and two launches of
+//   18 must not run at once. Why SK_FROM = 16: the stream-K region's K loops run slower than
+//   whole tiles' (traced at 4096: up to 745 cycles a K step against 530), so it pays only
+//   where that region is small beside the whole waves: on the H200 `gemm explain` timed
+//   STREAM_K 1 at -2.9 / -4.5 % at 8192 (31 waves), +1.8 / +2.5 % at 4096 (7.76) and +15 %
+//   at 2048 (SK_FROM 1); any SK_FROM from 8 to 31 makes the same choices (docs/evidence.md).
+//   The stream-K build with SK off timed +2.7 to +4.1 % at 2048 and +0.2 to +0.7 % at 4096
+//   against STREAM_K 0 (not explained), so the tuned table's medium bucket (2048) keeps
+//   STREAM_K 0, set by hand until `gemm tune` searches it (it is in the tune space).
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
-// STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN).
-// Defaults 128, 128, 6, 16, 40, 232, 32 (the tuned large bucket). Threads: 384. Dynamic shared
-// memory STAGES * (BM + BN) * 128 + 1024 + EPI_N * 1024 bytes (6 stages of 32 KB + 32 KB of
-// staging = 230,400).
+// STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN),
+// STREAM_K (0 or 1), SK_FROM (whole waves from which stream-K is on), SK_SLOTS (most blocks of
+// a stream-K launch), SK_TRACE (1: clock64 marks per job for ci/probes/sk_trace.py; probes
+// only). Defaults 128, 128, 6, 16, 40, 232, 32 (the tuned large bucket), 1, 16, 160, 0.
+// Threads: 384. Dynamic shared memory STAGES * (BM + BN) * 128 + 1024 + EPI_N * 1024 bytes (6
+// stages of 32 KB + 32 KB of staging = 230,400).
 #include "hopper.cuh"
 #include "pingpong.cuh"
 #include "tma_store.cuh"
@@ -51,6 +77,19 @@
 #endif
 #ifndef EPI_N
 #define EPI_N 32
+#endif
+#ifndef STREAM_K
+#define STREAM_K 1
+#endif
+#ifndef SK_FROM
+#define SK_FROM 16                           // stream-K where T / G >= SK_FROM (whole waves)
+#endif
+#ifndef SK_SLOTS
+#define SK_SLOTS 160                         // most blocks of a stream-K launch (H200: 132 SMs)
+#endif
+
+#ifndef SK_TRACE
+#define SK_TRACE 0                           // 1: each consumer job's clock64 marks (probe only)
 #endif
 
 constexpr int BK = 64;                       // bf16 elements in one 128-byte swizzle span
@@ -78,6 +117,120 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0 && PRODUCER_REGS 
                   128 * (PRODUCER_REGS + CONSUMERS * CONSUMER_REGS) <= THREADS * ENTRY_REGS,
               "setmaxnreg counts: the consumers can take only what the producer gives back of "
               "the block's entry registers (THREADS x 168), else setmaxnreg.inc waits forever");
+
+#if STREAM_K
+// Per stream-K tile u (fewer than 2 G): K steps ticketed so far, and K steps whose writes are
+// done; both back to 0 when the tile is complete.
+__device__ unsigned int sk_count[2 * SK_SLOTS], sk_done[2 * SK_SLOTS];
+
+struct SkPlan {
+    int dp;           // whole tiles first: jobs 0 .. dp - 1, tile b + j * G
+    int base;         // first stream-K tile (dp * G on every block)
+    int iters;        // I: K steps of the stream-K region
+    int lo, hi;       // this block's range of them
+    int top;          // tile (from base) of its highest K step
+    int jobs;         // dp + the tiles its range touches
+};
+struct SkJob {
+    int tile;         // tile index in the grouped order
+    int kb, ke;       // its K steps kb .. ke - 1
+    int g0;           // the block's fill number of K step kb (the producer's order)
+    int u;            // stream-K tile (from base); -1 for a whole tile
+};
+__device__ __forceinline__ int sk_lo(int b, int iters, int g) {
+    return static_cast<int>(static_cast<long long>(b) * iters / g);
+}
+__device__ __forceinline__ SkPlan sk_plan(int b, int g, int ntiles, int ktiles, bool on) {
+    SkPlan p;
+    if (on && g <= SK_SLOTS && ntiles / g >= SK_FROM) {
+        p.dp = ntiles / g - 1;
+        p.base = p.dp * g;
+    } else {                                  // all tiles whole: no range to divide up
+        p.dp = p.jobs = (ntiles - b + g - 1) / g;
+        p.base = ntiles;
+        p.iters = p.lo = p.hi = p.top = 0;
+        return p;
+    }
+    p.iters = (ntiles - p.base) * ktiles;
+    p.lo = sk_lo(b, p.iters, g);
+    p.hi = sk_lo(b + 1, p.iters, g);
+    p.top = p.hi > p.lo ? (p.hi - 1) / ktiles : 0;
+    p.jobs = p.dp + (p.hi > p.lo ? p.top - p.lo / ktiles + 1 : 0);
+    return p;
+}
+__device__ __forceinline__ SkJob sk_job(const SkPlan& p, int j, int b, int g, int ktiles) {
+    SkJob r;
+    if (j < p.dp) {
+        r.tile = b + j * g;
+        r.kb = 0;
+        r.ke = ktiles;
+        r.g0 = j * ktiles;
+        r.u = -1;
+    } else {
+        r.u = p.top - (j - p.dp);
+        const int first = r.u * ktiles;
+        const int seg_lo = max(p.lo, first), seg_hi = min(p.hi, first + ktiles);
+        r.tile = p.base + r.u;
+        r.kb = seg_lo - first;
+        r.ke = seg_hi - first;
+        r.g0 = p.dp * ktiles + (p.hi - seg_hi);   // the jobs before it: from hi down to seg_hi
+    }
+    return r;
+}
+__device__ __forceinline__ int sk_ctaid() {   // blockIdx.x, read again where it is used
+    int b;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+    return b;
+}
+__device__ __forceinline__ unsigned int ld_acquire_gpu(const unsigned int* f) {
+    unsigned int v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu(unsigned int* f, unsigned int v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(v) : "memory");
+}
+__device__ __forceinline__ void sk_wait_for(const unsigned int* f, unsigned int v) {
+#ifdef PP_WATCHDOG
+    const long long start = clock64();
+    while (!__all_sync(0xffffffffu, ld_acquire_gpu(f) == v))
+        if (clock64() - start > (long long)PP_WATCHDOG) __trap();
+#else
+    while (!__all_sync(0xffffffffu, ld_acquire_gpu(f) == v)) {
+    }
+#endif
+}
+// Global memory between the async proxy (TMA stores and reductions) and generic accesses.
+__device__ __forceinline__ void fence_async_global() {
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+#endif
+
+#if SK_TRACE
+// Per block and job (first 16): clock64 when its consumer got the tensor cores, when its K
+// loop's wgmmas were done, when its epilogue was issued, and (tile << 32 | kb << 16 | ke);
+// per block and consumer: globaltimer at its first job's start and after its last job.
+constexpr int SK_TRACE_JOBS = 16;
+__device__ unsigned long long sk_trace[SK_SLOTS * SK_TRACE_JOBS * 4];
+__device__ unsigned long long sk_gtrace[SK_SLOTS * 4];
+__device__ __forceinline__ unsigned long long sk_gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define SK_MARK(j, w, v)                                                                   \
+    do {                                                                                   \
+        if (leader && (j) < SK_TRACE_JOBS && blockIdx.x < SK_SLOTS)                        \
+            sk_trace[(blockIdx.x * SK_TRACE_JOBS + (j)) * 4 + (w)] = (v);                  \
+    } while (0)
+#define SK_GMARK(w)                                                                        \
+    do {                                                                                   \
+        if (leader && blockIdx.x < SK_SLOTS) sk_gtrace[blockIdx.x * 4 + (w)] = sk_gtime(); \
+    } while (0)
+#else
+#define SK_MARK(j, w, v) do {} while (0)
+#define SK_GMARK(w) do {} while (0)
+#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
@@ -117,6 +270,22 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
             tma_prefetch_map(&map_a);
             tma_prefetch_map(&map_b);
             int g = 0;
+#if STREAM_K
+            const SkPlan plan = sk_plan(blockIdx.x, gridDim.x, ntiles, ktiles, via_tma);
+            for (int j = 0; j < plan.jobs; ++j) {   // the consumers' jobs, in turn order
+                const SkJob job = sk_job(plan, j, blockIdx.x, gridDim.x, ktiles);
+                int row0, col0;
+                tile_origin<BM, BN, GROUP_M>(job.tile, tiles_m, tiles_n, row0, col0);
+                for (int kt = job.kb; kt < job.ke; ++kt, ++g) {
+                    const int s = g % STAGES;
+                    stage_wait(smem_addr(&empty[s]), ((g / STAGES) & 1) ^ 1);
+                    const uint32_t bar = smem_addr(&full[s]), dst = tiles + s * STAGE_BYTES;
+                    mbar_arrive_expect_tx(bar, STAGE_BYTES);
+                    tma_load_2d(dst, &map_a, bar, kt * BK, row0);
+                    tma_load_2d(dst + A_BYTES, &map_b, bar, kt * BK, col0);
+                }
+            }
+#else
             for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
                 int row0, col0;
                 tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
@@ -129,13 +298,20 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
                     tma_load_2d(dst + A_BYTES, &map_b, bar, kt * BK, col0);
                 }
             }
+#endif
         }
     } else {                                  // consumer cw: its own tiles, whole
         regs_claim<CONSUMER_REGS>();
         // Read from lane 0, ptxas knows it is one value per warp and keeps the main loop's
         // tile, stage and descriptor arithmetic in uniform registers (no R2UR per wgmma).
         const int cw = __shfl_sync(0xffffffffu, wg - 1, 0);
+#if STREAM_K
+        uint32_t lane = threadIdx.x % 32;     // pinned: else ptxas reads SR_TID again each K step
+        asm volatile("" : "+r"(lane));
+        const bool arrives = lane == 0;
+#else
         const bool arrives = threadIdx.x % 32 == 0;
+#endif
         const bool leader = threadIdx.x % 128 == 0;
         const uint32_t staging = tiles + STAGES * STAGE_BYTES + cw * 2 * EPI_BYTES;
         if (via_tma && leader) tma_prefetch_map(&map_c);
@@ -147,6 +323,25 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
         asm volatile("" : "+r"(full0), "+r"(empty0), "+r"(desc0));
         constexpr uint64_t DESC_HI = (64ull << 32) | (1ull << 62); // desc_kmajor_sw128, all stages
         float acc[HALVES][BN / 2];            // set by each tile's first wgmma (accumulate = 0)
+#if STREAM_K
+        const int tile_ktiles = ktiles;
+        for (int j = cw;; j += CONSUMERS) {
+            // Only the K loop's inputs are built here, as lane 0's values (one per warp, so
+            // uniform registers); the job is built again after the loop for the epilogue.
+            int ktiles, g0, more;
+            {
+                const SkPlan plan = sk_plan(sk_ctaid(), gridDim.x, ntiles, tile_ktiles, via_tma);
+                const SkJob job = sk_job(plan, min(j, plan.jobs - 1), sk_ctaid(), gridDim.x,
+                                         tile_ktiles);
+                ktiles = __shfl_sync(0xffffffffu, j < plan.jobs ? job.ke - job.kb : -1, 0);
+                g0 = __shfl_sync(0xffffffffu, job.g0, 0);
+                more = __shfl_sync(0xffffffffu, j + 1 < plan.jobs, 0);
+            }
+            if (ktiles < 0) break;
+            int s = g0 % STAGES, last = s;
+            uint32_t ph = (g0 / STAGES) & 1;
+            const bool hand_over = more;      // the other consumer has a next job
+#else
         for (int j = cw;; j += CONSUMERS) {
             const int t = blockIdx.x + j * gridDim.x;
             if (t >= ntiles) break;
@@ -157,10 +352,13 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
             int s = j * ktiles % STAGES, last = s;
             uint32_t ph = (j * ktiles / STAGES) & 1;
             const bool hand_over = t + gridDim.x < ntiles;   // the other consumer has a next tile
+#endif
             // Our turn on the tensor cores: the other consumer has issued the wgmmas of local
             // tile j - 1 up to its last K step, so it has seen every fill before our first but
             // one complete, and a full wait below never meets a stage two phases behind.
             if (j > 0) order_wait(ORDER_BAR + cw);
+            if (j < CONSUMERS) SK_GMARK(cw);
+            SK_MARK(j, 0, clock64());
             for (int kt = 0; kt < ktiles; ++kt) {
                 stage_wait(full0 + 8 * s, ph);
                 const uint32_t da = desc0 + s * (STAGE_BYTES >> 4), db = da + (A_BYTES >> 4);
@@ -187,9 +385,32 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
             if (hand_over && ktiles < 2) order_signal(ORDER_BAR + (1 - cw));
             // then finish and store while the other consumer works
             wgmma_wait<0>();
+            SK_MARK(j, 1, clock64());
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) fence_regs(acc[h]);
             if (arrives) mbar_arrive(empty0 + 8 * last);
+#if STREAM_K
+            const SkPlan plan = sk_plan(sk_ctaid(), gridDim.x, ntiles, tile_ktiles, via_tma);
+            const SkJob job = sk_job(plan, j, sk_ctaid(), gridDim.x, tile_ktiles);
+            int row0, col0;
+            tile_origin<BM, BN, GROUP_M>(job.tile, tiles_m, tiles_n, row0, col0);
+            SK_MARK(j, 3, (static_cast<unsigned long long>(job.tile) << 32) | (job.kb << 16) | job.ke);
+            // part of a tile: the first to finish stores, later ones add (the header says how)
+            const unsigned int steps = job.ke - job.kb;
+            const bool part = steps < static_cast<unsigned int>(tile_ktiles);
+            unsigned int prev = 0;
+            if (part) {                       // the leader's ticket, and its warp waits on it
+                if (leader) prev = atomicAdd(&sk_count[job.u], steps);
+                prev = __shfl_sync(0xffffffffu, prev, 0);
+                if (prev > 0) {
+                    sk_wait_for(&sk_done[job.u], prev);
+                    fence_async_global();     // the earlier writes before our reductions
+                }
+            }
+            const bool sk_add = prev > 0;
+#else
+            constexpr bool sk_add = false;
+#endif
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) {
                 const int row = row0 + 64 * h;
@@ -197,9 +418,26 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
                     store_accumulator<BN>(acc[h], C, M, N, row, col0, alpha, beta);
                 else if (row < M)             // rows wholly below C: nothing to store
                     Epilogue::store_chunks<0>(acc[h], &map_c, staging, n, leader, EPI_BAR + cw,
-                                              N, row, col0, alpha);
+                                              N, row, col0, alpha, sk_add);
             }
+#if STREAM_K
+            if (part && leader) {
+                bulk_wait<0>();               // our writes (or additions) are done ...
+                fence_async_global();
+                if (prev + steps == static_cast<unsigned int>(tile_ktiles)) {
+                    sk_count[job.u] = 0u;     // the tile is complete: ready for the next launch
+                    sk_done[job.u] = 0u;
+                } else {
+                    st_release_gpu(&sk_done[job.u], prev + steps);   // ... before the next one's
+                }
+            }
+#endif
+            SK_MARK(j, 2, clock64());
+#if !STREAM_K
+            SK_MARK(j, 3, (static_cast<unsigned long long>(t) << 32) | ktiles);
+#endif
         }
         if (leader) bulk_wait<0>();           // every store done before the block's smem goes
+        SK_GMARK(2 + cw);
     }
 }

@@ -18,6 +18,14 @@ __device__ __forceinline__ void tma_store_2d(const TmaMap* map, uint32_t src, in
         "r"(c0), "r"(c1), "r"(src)
         : "memory");
 }
+// The same box added to the tensor's values (the map's type, FP32 here) by the copy engine.
+__device__ __forceinline__ void tma_reduce_add_2d(const TmaMap* map, uint32_t src, int c0, int c1) {
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2}], "
+        "[%3];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+        "r"(c0), "r"(c1), "r"(src)
+        : "memory");
+}
 __device__ __forceinline__ void bulk_commit() {
     asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
@@ -76,12 +84,12 @@ struct TmaStoreEpilogue {
 
     // One consumer's tile through the staging buffers (16's header says how). `n`: the
     // chunks this consumer has staged so far (buffer n % 2); `leader`: its thread 0, which owns
-    // the bulk groups.
+    // the bulk groups; `add`: add to C (TMA reductions) instead of storing.
     template <int Q>
     static __device__ __forceinline__ void store_chunks(const float (&d)[WN / 2], const TmaMap* map_c,
                                                         uint32_t staging, int& n, bool leader,
                                                         int bar, int N, int row, int col0,
-                                                        float alpha) {
+                                                        float alpha, bool add = false) {
         if constexpr (Q < WN / CN) {
             const int col = col0 + Q * CN;
             if (col < N) {                        // chunks wholly right of C are skipped
@@ -94,13 +102,17 @@ struct TmaStoreEpilogue {
                 if (leader) {
 #pragma unroll
                     for (int s = 0; s < SUBS; ++s)
-                        if (col + s * BOX_N < N)
-                            tma_store_2d(map_c, buf + s * BOX_BYTES, col + s * BOX_N, row);
+                        if (col + s * BOX_N < N) {
+                            if (add)
+                                tma_reduce_add_2d(map_c, buf + s * BOX_BYTES, col + s * BOX_N, row);
+                            else
+                                tma_store_2d(map_c, buf + s * BOX_BYTES, col + s * BOX_N, row);
+                        }
                     bulk_commit();
                 }
                 ++n;
             }
-            store_chunks<Q + 1>(d, map_c, staging, n, leader, bar, N, row, col0, alpha);
+            store_chunks<Q + 1>(d, map_c, staging, n, leader, bar, N, row, col0, alpha, add);
         }
     }
 };

@@ -1,0 +1,351 @@
+"""The stream-K hybrid of kernels/18 (-DSTREAM_K=1), modelled in Python (no GPU): sk_plan and
+sk_job mirrored line by line, and the tickets by which the jobs holding parts of a tile sum it
+through C, for many (tiles, K steps, grid) cases. Checked: every (tile, K step) is run exactly
+once; the stream-K ranges differ by at most one K step; the producer's fills are the consumers'
+fills in the same order; in random orders of the blocks' progress, the jobs of a tile store
+once and add after that store's writes are done, no wait is left hanging, and the counters are
+zero again at the end; the ping-pong protocol (test_pingpong_protocol's model, with jobs of
+unequal length) still reads the right fills. Mutations of the range split, the fill numbering,
+the ticket's wait and the counters' reset must be caught."""
+import random
+
+import pytest
+
+from tests.test_pingpong_protocol import Mbar, Violation
+
+SK_SLOTS = 160
+
+
+# ---- the kernel's schedule, mirrored (18_bf16_pingpong_tma_store.cu, STREAM_K) ------------
+def sk_lo(b, iters, g, mutate=None):
+    if mutate == "split" and b == g // 2 and b > 0:
+        return b * iters // g + 1                 # an off-by-one in one range boundary
+    return b * iters // g
+
+
+def sk_plan(b, g, ntiles, ktiles, mutate=None, on=True, sk_from=1):
+    if on and g <= SK_SLOTS and ntiles // g >= sk_from:
+        dp = ntiles // g - 1
+        base = dp * g
+    else:
+        dp = (ntiles - b + g - 1) // g
+        base = ntiles
+    iters = (ntiles - base) * ktiles
+    lo, hi = sk_lo(b, iters, g, mutate), sk_lo(b + 1, iters, g, mutate)
+    top = (hi - 1) // ktiles if hi > lo else 0
+    jobs = dp + (top - lo // ktiles + 1 if hi > lo else 0)
+    return dict(dp=dp, base=base, iters=iters, lo=lo, hi=hi, top=top, jobs=jobs)
+
+
+def sk_job(p, j, b, g, ktiles, mutate=None):
+    if j < p["dp"]:
+        return dict(tile=b + j * g, kb=0, ke=ktiles, g0=j * ktiles, u=-1)
+    u = p["top"] - (j - p["dp"])
+    first = u * ktiles
+    seg_lo, seg_hi = max(p["lo"], first), min(p["hi"], first + ktiles)
+    g0 = p["dp"] * ktiles + (p["hi"] - seg_hi)
+    if mutate == "g0":
+        g0 = p["dp"] * ktiles + (seg_lo - p["lo"])   # forward numbering: not the producer's
+    return dict(tile=p["base"] + u, kb=seg_lo - first, ke=seg_hi - first, g0=g0, u=u)
+
+
+def schedule(ntiles, g, ktiles, mutate=None, sk_from=1):
+    """[block] -> (plan, [job, ...]) in the block's turn order."""
+    out = []
+    for b in range(g):
+        p = sk_plan(b, g, ntiles, ktiles, mutate, sk_from=sk_from)
+        out.append((p, [sk_job(p, j, b, g, ktiles, mutate) for j in range(p["jobs"])]))
+    return out
+
+
+# ---- the checks ----------------------------------------------------------------------------
+def check(ntiles, g, ktiles, mutate=None, seeds=3):
+    sched = schedule(ntiles, g, ktiles, mutate)
+    seen = {}
+    for b, (p, jobs) in enumerate(sched):
+        for j, job in enumerate(jobs):
+            if not (0 <= job["tile"] < ntiles and 0 <= job["kb"] < job["ke"] <= ktiles):
+                raise Violation(f"block {b} job {j}: bad job {job}")
+            if job["ke"] - job["kb"] < ktiles and not 0 <= job["u"] < 2 * SK_SLOTS:
+                raise Violation(f"block {b} job {j}: a part of a tile without a ticket counter")
+            for k in range(job["kb"], job["ke"]):
+                if (job["tile"], k) in seen:
+                    raise Violation(f"(tile {job['tile']}, k {k}) twice: {seen[job['tile'], k]}"
+                                    f" and {(b, j)}")
+                seen[job["tile"], k] = (b, j)
+    if len(seen) != ntiles * ktiles:
+        raise Violation(f"{ntiles * ktiles - len(seen)} (tile, k) never run")
+
+    # balance, where stream-K is on: the ranges differ by at most one K step; every block
+    # the same dp
+    if all(p["base"] < ntiles for p, _ in sched):
+        sizes = [p["hi"] - p["lo"] for p, _ in sched]
+        if max(sizes) - min(sizes) > 1:
+            raise Violation(f"stream-K ranges {min(sizes)} .. {max(sizes)} K steps")
+        if len({p["dp"] for p, _ in sched}) != 1:
+            raise Violation("blocks with different numbers of whole tiles")
+
+    # the producer's order (every job's K steps in job order) is the consumers' g0 numbering
+    for b, (p, jobs) in enumerate(sched):
+        g_prod = 0
+        for j, job in enumerate(jobs):
+            if job["g0"] != g_prod:
+                raise Violation(f"block {b} job {j}: consumer's first fill {job['g0']}, "
+                                f"producer's {g_prod}")
+            g_prod += job["ke"] - job["kb"]
+    for seed in range(seeds):
+        run_tickets(sched, ktiles, random.Random(seed), mutate)
+    return sched
+
+
+def run_tickets(sched, ktiles, rng, mutate=None):
+    """The blocks run in a random interleaving: a consumer's job j starts after job j - 1's
+    K loop (the turn) and its own job j - 2's epilogue; a part's epilogue takes its ticket
+    (prev = count; count += steps), waits until done == prev, stores (prev 0) or adds, then
+    sets done = prev + steps, or both counters to 0 where that completes the tile. Checks:
+    C of each tile is written once and then added to, nothing is left waiting, counters 0."""
+    count, done, c_state = {}, {}, {}
+    loop_done, epi_done = set(), set()
+    pending = {b: 0 for b in range(len(sched))}    # the next job whose K loop may start
+    epis = []                                       # (b, j, prev) epilogues under way
+    while True:
+        ready = []
+        for b, (p, jobs) in enumerate(sched):
+            j = pending[b]
+            if j < len(jobs) and (j == 0 or (b, j - 1) in loop_done) \
+                    and (j < 2 or (b, j - 2) in epi_done):
+                ready.append(("loop", b, j))
+        for e in epis:
+            b, j, prev = e
+            job = sched[b][1][j]
+            want = 0 if mutate == "wait" else prev
+            if prev is None or done.get(job["u"], 0) == want:
+                ready.append(("epi", e))
+        if not ready:
+            break
+        pick = rng.choice(ready)
+        if pick[0] == "loop":
+            _, b, j = pick
+            loop_done.add((b, j))
+            pending[b] += 1
+            job = sched[b][1][j]
+            steps = job["ke"] - job["kb"]
+            prev = None
+            if steps < ktiles:
+                prev = count.get(job["u"], 0)
+                count[job["u"]] = prev + steps
+            epis.append((b, j, prev))
+        else:
+            e = pick[1]
+            epis.remove(e)
+            b, j, prev = e
+            job = sched[b][1][j]
+            t, steps = job["tile"], job["ke"] - job["kb"]
+            if prev is None or prev == 0:
+                if t in c_state:
+                    raise Violation(f"tile {t} stored twice")
+                c_state[t] = steps
+            else:
+                if t not in c_state:
+                    raise Violation(f"tile {t}: block {b} adds before its store")
+                c_state[t] += steps
+            if prev is not None:
+                u = job["u"]
+                complete = prev + steps == ktiles if mutate != "reset" else prev == 0
+                if complete:
+                    count[u] = done[u] = 0
+                else:
+                    done[u] = prev + steps
+            epi_done.add((b, j))
+    left = [(b, j) for b, (_, jobs) in enumerate(sched) for j in range(len(jobs))
+            if (b, j) not in epi_done]
+    if left:
+        raise Violation(f"{len(left)} jobs never finished (a wait left hanging), e.g. {left[0]}")
+    if any(count.values()) or any(done.values()):
+        raise Violation("ticket counters not back to 0 for the next launch")
+    bad = [t for t, v in c_state.items() if v != ktiles]
+    if bad or len(c_state) != len({j["tile"] for _, jobs in sched for j in jobs}):
+        raise Violation(f"tiles summed wrong: {bad[:3]}")
+
+
+def busiest(ntiles, g, ktiles):
+    """The busiest block's K steps, in tiles: the hybrid's and the plain persistent grid's."""
+    sched = schedule(ntiles, g, ktiles)
+    hybrid = max(sum(j["ke"] - j["kb"] for j in jobs) for _, jobs in sched) / ktiles
+    return hybrid, -(-ntiles // g)
+
+
+CASES = [(t, g, k) for g in (1, 2, 3, 7, 16, 132) for t in (1, 2, 5, 64, 133, 232, 256, 1024)
+         for k in (1, 2, 3, 8, 16, 64) if t >= g or g == 132] + [(4096, 132, 128), (300, 200, 5)]
+
+
+@pytest.mark.parametrize("ntiles,g,ktiles", CASES, ids=[f"T{t}-G{g}-KT{k}" for t, g, k in CASES])
+def test_schedule_covers_once_and_tickets_sum_each_tile(ntiles, g, ktiles):
+    check(ntiles, g, ktiles)
+
+
+def test_stream_k_only_from_sk_from_waves():
+    """Below SK_FROM whole waves every tile is whole (18's default: 4096 and 2048 whole)."""
+    for ntiles, sk_from, split in ((1024, 16, False), (256, 16, False), (4096, 16, True),
+                                   (1024, 2, True), (256, 2, False), (256, 1, True)):
+        jobs = [j for _, js in schedule(ntiles, 132, 64, sk_from=sk_from) for j in js]
+        assert any(j["ke"] - j["kb"] < 64 for j in jobs) == split, (ntiles, sk_from)
+
+
+def test_problem_shapes():
+    """The launch list's shapes as the launcher sizes them (grid = min(tiles, 132))."""
+    for m, n, k, bm in ((1000, 836, 504, 128), (3001, 2999, 3003, 128), (4096, 4096, 64, 128),
+                        (2048, 2048, 2048, 128), (4096, 4096, 4096, 128), (8192, 8192, 8192, 128),
+                        (1024, 1024, 1024, 64), (1536, 1536, 1024, 128), (1536, 1536, 1024, 64)):
+        t = -(-m // bm) * -(-n // 128)
+        check(t, min(t, 132), -(-k // 64))
+
+
+def test_expected_busiest_block():
+    assert busiest(256, 132, 32) == (63 / 32, 2)          # 2048, BM 128
+    h, plain = busiest(1024, 132, 64)                      # 4096
+    assert (round(h, 4), plain) == (round(6 + 113 / 64, 4), 8)
+    h, plain = busiest(4096, 132, 128)                     # 8192
+    assert (round(h, 4), plain) == (round(30 + 132 / 128, 4), 32)
+
+
+@pytest.mark.parametrize("mutate", ["split", "g0", "wait", "reset"])
+def test_mutations_are_caught(mutate):
+    caught = 0
+    for t, g, k in CASES:
+        try:
+            check(t, g, k, mutate)
+        except Violation:
+            caught += 1
+    assert caught
+
+
+# ---- the ping-pong protocol with the hybrid's jobs (test_pingpong_protocol's model) -------
+def simulate_jobs(lengths, stages, seed, steps=400000):
+    """One block: producer, two consumers taking jobs in turn (job j: consumer j % 2), jobs
+    of `lengths` K steps, 18's hand-over one K step early."""
+    rng = random.Random(seed)
+    n = len(lengths)
+    g0 = [sum(lengths[:j]) for j in range(n)]
+    full = [Mbar(1) for _ in range(stages)]
+    empty = [Mbar(4) for _ in range(stages)]
+    content, reading = [None] * stages, [0] * stages
+    named = {1: [0, 0], 2: [0, 0]}
+    landings, queues, stored = [], {0: [], 1: []}, []
+
+    def producer():
+        g = 0
+        for j in range(n):
+            for _ in range(lengths[j]):
+                s = g % stages
+                while not empty[s].try_wait_parity(((g // stages) & 1) ^ 1):
+                    yield
+                full[s].arrive(expect_tx=2)
+                if reading[s]:
+                    raise Violation(f"fill {g} overwrites stage {s} while a group reads it")
+                content[s] = None
+
+                def land(s=s, g=g):
+                    content[s] = g
+                    full[s].complete_tx(2)
+                landings.append(land)
+                g += 1
+                yield
+
+    def consumer(w):
+        groups = []
+
+        def issue(s, g):
+            if content[s] != g:
+                raise Violation(f"consumer {w} issues on fill {g}: stage {s} holds {content[s]}")
+            reading[s] += 1
+            grp = {"s": s, "g": g, "done": False}
+            groups.append(grp)
+
+            def finish(grp=grp):
+                if content[grp["s"]] != grp["g"]:
+                    raise Violation(f"fill {grp['g']} changed under its wgmma group")
+                reading[grp["s"]] -= 1
+                grp["done"] = True
+            queues[w].append(finish)
+
+        def wait_groups(k):
+            while sum(not x["done"] for x in groups) > k:
+                yield
+
+        def signal(j):
+            if j + 1 < n:
+                bid = 2 - w
+                named[bid][0] += 128
+                if named[bid][0] == 256:
+                    named[bid][0] = 0
+                    named[bid][1] += 1
+
+        for j in range(w, n, 2):
+            g = g0[j]
+            if j > 0:
+                bid = 1 + w
+                gen = named[bid][1]
+                named[bid][0] += 128
+                if named[bid][0] == 256:
+                    named[bid][0] = 0
+                    named[bid][1] += 1
+                while named[bid][1] == gen:
+                    yield
+            kt_n = lengths[j]
+            for kt in range(kt_n):
+                s = g % stages
+                while not full[s].try_wait_parity((g // stages) & 1):
+                    yield
+                issue(s, g)
+                yield from wait_groups(1)
+                if kt > 0:
+                    for _ in range(4):
+                        empty[(g - 1) % stages].arrive()
+                if kt == kt_n - 2:
+                    signal(j)
+                g += 1
+                yield
+            if kt_n < 2:
+                signal(j)
+            yield from wait_groups(0)
+            for _ in range(4):
+                empty[(g - 1) % stages].arrive()
+            stored.append(j)
+            yield
+
+    live = [producer(), consumer(0), consumer(1)]
+    for _ in range(steps):
+        choices = live + (["land"] if landings else []) + [q for q in queues.values() if q]
+        if not choices:
+            break
+        pick = rng.choice(choices)
+        if pick == "land":
+            landings.pop(rng.randrange(len(landings)))()
+        elif isinstance(pick, list):
+            pick.pop(0)()
+        else:
+            try:
+                next(pick)
+            except StopIteration:
+                live.remove(pick)
+    else:
+        raise Violation("did not finish")
+    assert sorted(stored) == list(range(n))
+    assert all(b.pending == b.count and b.tx == 0 for b in full + empty)
+    assert all(v[0] == 0 for v in named.values())
+
+
+def test_pingpong_protocol_with_the_hybrids_jobs():
+    shapes = set()
+    for t, g, k in CASES:
+        if k > 16:
+            continue
+        for p, jobs in schedule(t, g, k):
+            shapes.add(tuple(j["ke"] - j["kb"] for j in jobs)[-6:])   # the stream-K tail
+    shapes = sorted(shapes)
+    assert any(1 in s for s in shapes) and any(len(set(s)) > 1 for s in shapes)
+    for lengths in shapes:
+        for stages in (2, 3, 4):
+            for seed in range(6):
+                simulate_jobs(list(lengths), stages, seed)
