@@ -44,14 +44,16 @@
 //   where that region is small beside the whole waves: on the H200 `gemm explain` timed
 //   STREAM_K 1 at -2.9 / -4.5 % at 8192 (31 waves), +1.8 / +2.5 % at 4096 (7.76) and +15 %
 //   at 2048 (SK_FROM 1); any SK_FROM from 8 to 31 makes the same choices (docs/evidence.md).
-//   The stream-K build with SK off timed +2.7 to +4.1 % at 2048 and +0.2 to +0.7 % at 4096
-//   against STREAM_K 0 (not explained), so the tuned table's medium bucket (2048) keeps
-//   STREAM_K 0, set by hand until `gemm tune` searches it (it is in the tune space).
+//   Off by default (STREAM_K 0 builds the kernel above, the same SASS): the stream-K build
+//   costs every launch where stream-K is off. Recorded at fcd73f0 (on by default, off below
+//   16 waves) the gate confirmed DROPs of 5-14 % at 1000, 1024 and 4096x4096x1024 while 8192
+//   rose to 101 % of cuBLASLt (678 TFLOPS); `gemm explain` had read +2.7 to +4.1 % at 2048,
+//   +0.2 to +0.7 % at 4096 (docs/evidence.md). Until that cost is gone it stays a probe.
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN),
 // STREAM_K (0 or 1), SK_FROM (whole waves from which stream-K is on), SK_SLOTS (most blocks of
 // a stream-K launch), SK_TRACE (1: clock64 marks per job for ci/probes/sk_trace.py; probes
-// only). Defaults 128, 128, 6, 16, 40, 232, 32 (the tuned large bucket), 1, 16, 160, 0.
+// only). Defaults 128, 128, 6, 16, 40, 232, 32 (the tuned large bucket), 0, 16, 160, 0.
 // Threads: 384. Dynamic shared memory STAGES * (BM + BN) * 128 + 1024 + EPI_N * 1024 bytes (6
 // stages of 32 KB + 32 KB of staging = 230,400).
 #include "hopper.cuh"
@@ -79,7 +81,7 @@
 #define EPI_N 32
 #endif
 #ifndef STREAM_K
-#define STREAM_K 1
+#define STREAM_K 0
 #endif
 #ifndef SK_FROM
 #define SK_FROM 16                           // stream-K where T / G >= SK_FROM (whole waves)
