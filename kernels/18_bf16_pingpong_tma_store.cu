@@ -24,31 +24,35 @@
 //   6 and 32 at 8192; with the uniform loop `gemm tune 18` picks 6 and 32 at 4096 (the most
 //   that fit with BM = BN = 128), 5 and 64 at 2048 (docs/evidence.md).
 // - Stream-K for the last wave (STREAM_K 1; 0 = every tile whole). T tiles, G = gridDim.x
-//   blocks, KT = K steps a tile. Where T / G >= SK_FROM, W = T / G - 1 waves of whole tiles as
-//   above (block b: tiles b + j * G, j < W), then the other S = T - W * G tiles' I = S * KT K
-//   steps (tile-major) split into G contiguous ranges, block b [b * I / G, (b + 1) * I / G),
-//   run as jobs of one tile each, highest tile first; the consumers take the jobs in turn and
-//   the producer loads them in the same order, each job only its K range. A job holding part
-//   of a tile sums it through C itself: its leader takes a ticket, prev = atomicAdd(sk_count[u],
-//   its K steps); prev == 0 stores alpha * acc by TMA as a whole tile does, a later one waits
-//   (its warp) until sk_done[u] == prev and adds alpha * acc by TMA reductions
-//   (cp.reduce.async.bulk .add); each, its bulk writes complete, publishes sk_done[u] = prev +
-//   its steps (release), and the one completing the tile's KT steps resets both counters for
-//   the next launch. The first to finish stores, so no job waits on one still in its K loop;
-//   waits follow the tickets' order, each on a job already in its epilogue, and every block is
-//   resident: no cycle (tests/test_streamk_schedule.py models the schedule and the tickets).
-//   Needs the TMA epilogue (beta == 0, C addressable), else every tile is whole. The counters
-//   are static device memory (zero at module load): no launcher change, and two launches of
-//   18 must not run at once. Why SK_FROM = 16: the stream-K region's K loops run slower than
-//   whole tiles' (traced at 4096: up to 745 cycles a K step against 530), so it pays only
-//   where that region is small beside the whole waves: on the H200 `gemm explain` timed
-//   STREAM_K 1 at -2.9 / -4.5 % at 8192 (31 waves), +1.8 / +2.5 % at 4096 (7.76) and +15 %
-//   at 2048 (SK_FROM 1); any SK_FROM from 8 to 31 makes the same choices (docs/evidence.md).
+//   blocks, KT = K steps a tile. Where T / G >= SK_FROM, G <= SK_SLOTS and the TMA epilogue
+//   runs (beta == 0, C addressable; else every tile is whole), W = T / G - 1 waves of whole
+//   tiles as above (block b: tiles b + j * G, j < W), then the other S = T - W * G tiles' I =
+//   S * KT K steps (tile-major) split into G contiguous ranges, block b [b * I / G, (b + 1) * I
+//   / G), run as jobs of one tile each, highest tile first; the consumers take the jobs in turn
+//   and the producer loads them in the same order, each job only its K range. A job holding
+//   part of a tile sums it through C itself: its leader takes a ticket, prev =
+//   atomicAdd(sk_count[u], its K steps) (only the leader's prev counts: it alone issues the TMA
+//   ops); prev == 0 stores alpha * acc by TMA as a whole tile does, a later one waits (its
+//   warp) until sk_done[u] == prev and adds alpha * acc by TMA reductions (cp.reduce.async.bulk
+//   .add). Each, once its bulk writes are complete, publishes sk_done[u] = prev + its steps
+//   (release), except the one completing the tile's KT steps, which resets both counters for
+//   the next launch instead. The first to finish stores, so no job waits on one still in its K
+//   loop; waits follow the tickets' order, each on a job already in its epilogue: no cycle
+//   (tests/test_streamk_schedule.py models the schedule and the tickets). Parts are added in
+//   the order they finish, so C is not bit-for-bit the same from run to run. The counters are
+//   static device memory (zero at module load): no launcher change, two launches of 18 must
+//   not run at once, and an aborted launch leaves them set (its context is lost anyway).
+//   Why SK_FROM = 16: the stream-K region's K loops run slower than whole tiles' (traced at
+//   4096: up to 745 cycles a K step against 530), so it pays only where that region is small
+//   beside the whole waves: on the H200 `gemm explain` timed STREAM_K 1 at -2.9 / -4.5 % at
+//   8192 (31 waves), +1.8 / +2.5 % at 4096 (7.76) and +15 % at 2048 (SK_FROM 1); any SK_FROM
+//   from 8 to 31 makes the same choices on the suite's shapes.
 //   Off by default (STREAM_K 0 builds the kernel above, the same SASS): the stream-K build
-//   costs every launch where stream-K is off. Recorded at fcd73f0 (on by default, off below
-//   16 waves) the gate confirmed DROPs of 5-14 % at 1000, 1024 and 4096x4096x1024 while 8192
-//   rose to 101 % of cuBLASLt (678 TFLOPS); `gemm explain` had read +2.7 to +4.1 % at 2048,
-//   +0.2 to +0.7 % at 4096 (docs/evidence.md). Until that cost is gone it stays a probe.
+//   costs launches where stream-K is off. Recorded at fcd73f0 (on by default, off below 16
+//   waves) the gate confirmed DROPs of 4.4-14.5 % at 1000, 1024 and 4096x4096x1024, 512 fell
+//   17.7 % (left UNRESOLVED), while 8192 read 101 % of cuBLASLt (678 TFLOPS, not confirmed);
+//   `gemm explain` had read +2.7 to +4.1 % at 2048, +0.2 to +0.7 % at 4096 (docs/evidence.md).
+//   Until that cost is gone it stays a probe.
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN),
 // STREAM_K (0 or 1), SK_FROM (whole waves from which stream-K is on), SK_SLOTS (most blocks of

@@ -5,8 +5,9 @@ once; the stream-K ranges differ by at most one K step; the producer's fills are
 fills in the same order; in random orders of the blocks' progress, the jobs of a tile store
 once and add after that store's writes are done, no wait is left hanging, and the counters are
 zero again at the end; the ping-pong protocol (test_pingpong_protocol's model, with jobs of
-unequal length) still reads the right fills. Mutations of the range split, the fill numbering,
-the ticket's wait and the counters' reset must be caught."""
+unequal length) still reads the right fills. Mutations must be caught, each by its check: a
+range boundary moved (balance), a range cut short (coverage), the fill numbering, the ticket's
+wait and the counters' reset (the last three wherever a tile is split)."""
 import random
 
 import pytest
@@ -27,11 +28,13 @@ def sk_plan(b, g, ntiles, ktiles, mutate=None, on=True, sk_from=1):
     if on and g <= SK_SLOTS and ntiles // g >= sk_from:
         dp = ntiles // g - 1
         base = dp * g
-    else:
+    else:                                         # all tiles whole: no range to divide up
         dp = (ntiles - b + g - 1) // g
-        base = ntiles
+        return dict(dp=dp, base=ntiles, iters=0, lo=0, hi=0, top=0, jobs=dp)
     iters = (ntiles - base) * ktiles
     lo, hi = sk_lo(b, iters, g, mutate), sk_lo(b + 1, iters, g, mutate)
+    if mutate == "hi" and b == g // 2 and hi > lo:
+        hi -= 1                                   # one block's range ends a K step short
     top = (hi - 1) // ktiles if hi > lo else 0
     jobs = dp + (top - lo // ktiles + 1 if hi > lo else 0)
     return dict(dp=dp, base=base, iters=iters, lo=lo, hi=hi, top=top, jobs=jobs)
@@ -190,6 +193,8 @@ def test_stream_k_only_from_sk_from_waves():
                                    (1024, 2, True), (256, 2, False), (256, 1, True)):
         jobs = [j for _, js in schedule(ntiles, 132, 64, sk_from=sk_from) for j in js]
         assert any(j["ke"] - j["kb"] < 64 for j in jobs) == split, (ntiles, sk_from)
+    off = sk_plan(0, 132, 4096, 128, on=False)   # no TMA epilogue (beta != 0): every tile whole
+    assert (off["dp"], off["jobs"], off["base"]) == (32, 32, 4096)
 
 
 def test_problem_shapes():
@@ -209,15 +214,30 @@ def test_expected_busiest_block():
     assert (round(h, 4), plain) == (round(30 + 132 / 128, 4), 32)
 
 
-@pytest.mark.parametrize("mutate", ["split", "g0", "wait", "reset"])
+MUTATION_CAUGHT_BY = {"split": ("stream-K ranges",), "hi": ("never run",),
+                      "g0": ("first fill",), "reset": ("stored twice",),
+                      "wait": ("adds before its store", "a wait left hanging")}
+
+
+def has_split_tile(t, g, k):
+    return any(j["ke"] - j["kb"] < k for _, jobs in schedule(t, g, k) for j in jobs)
+
+
+@pytest.mark.parametrize("mutate", sorted(MUTATION_CAUGHT_BY))
 def test_mutations_are_caught(mutate):
-    caught = 0
+    """Each mutation is caught, by a check meant for it; those of the fills and the tickets
+    wherever the schedule has a split tile."""
+    caught, missed = 0, []
     for t, g, k in CASES:
         try:
             check(t, g, k, mutate)
-        except Violation:
+            missed.append((t, g, k))
+        except Violation as exc:
+            assert any(m in str(exc) for m in MUTATION_CAUGHT_BY[mutate]), (t, g, k, str(exc))
             caught += 1
     assert caught
+    if mutate in ("g0", "wait", "reset"):
+        assert not [c for c in missed if has_split_tile(*c)], missed[:5]
 
 
 # ---- the ping-pong protocol with the hybrid's jobs (test_pingpong_protocol's model) -------
