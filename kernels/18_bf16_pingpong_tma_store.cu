@@ -276,34 +276,27 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
             tma_prefetch_map(&map_a);
             tma_prefetch_map(&map_b);
             int g = 0;
+            // K steps kb .. ke - 1 of tile t, fills g on
+            auto load = [&](int t, int kb, int ke) {
+                int row0, col0;
+                tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
+                for (int kt = kb; kt < ke; ++kt, ++g) {
+                    const int s = g % STAGES;
+                    stage_wait(smem_addr(&empty[s]), ((g / STAGES) & 1) ^ 1);
+                    const uint32_t bar = smem_addr(&full[s]), dst = tiles + s * STAGE_BYTES;
+                    mbar_arrive_expect_tx(bar, STAGE_BYTES);
+                    tma_load_2d(dst, &map_a, bar, kt * BK, row0);
+                    tma_load_2d(dst + A_BYTES, &map_b, bar, kt * BK, col0);
+                }
+            };
 #if STREAM_K
             const SkPlan plan = sk_plan(blockIdx.x, gridDim.x, ntiles, ktiles, via_tma);
             for (int j = 0; j < plan.jobs; ++j) {   // the consumers' jobs, in turn order
                 const SkJob job = sk_job(plan, j, blockIdx.x, gridDim.x, ktiles);
-                int row0, col0;
-                tile_origin<BM, BN, GROUP_M>(job.tile, tiles_m, tiles_n, row0, col0);
-                for (int kt = job.kb; kt < job.ke; ++kt, ++g) {
-                    const int s = g % STAGES;
-                    stage_wait(smem_addr(&empty[s]), ((g / STAGES) & 1) ^ 1);
-                    const uint32_t bar = smem_addr(&full[s]), dst = tiles + s * STAGE_BYTES;
-                    mbar_arrive_expect_tx(bar, STAGE_BYTES);
-                    tma_load_2d(dst, &map_a, bar, kt * BK, row0);
-                    tma_load_2d(dst + A_BYTES, &map_b, bar, kt * BK, col0);
-                }
+                load(job.tile, job.kb, job.ke);
             }
 #else
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                int row0, col0;
-                tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
-                for (int kt = 0; kt < ktiles; ++kt, ++g) {
-                    const int s = g % STAGES;
-                    stage_wait(smem_addr(&empty[s]), ((g / STAGES) & 1) ^ 1);
-                    const uint32_t bar = smem_addr(&full[s]), dst = tiles + s * STAGE_BYTES;
-                    mbar_arrive_expect_tx(bar, STAGE_BYTES);
-                    tma_load_2d(dst, &map_a, bar, kt * BK, row0);
-                    tma_load_2d(dst + A_BYTES, &map_b, bar, kt * BK, col0);
-                }
-            }
+            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) load(t, 0, ktiles);
 #endif
         }
     } else {                                  // consumer cw: its own tiles, whole

@@ -51,7 +51,9 @@ class Violation(AssertionError):
 
 
 def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000, early=None):
+    """ktiles: every tile's K steps, or a list of each local tile's (jobs of unequal length)."""
     rng = random.Random(seed)
+    lengths = [ktiles] * n_local if isinstance(ktiles, int) else list(ktiles)
     full = [Mbar(1) for _ in range(stages)]
     empty = [Mbar(4) for _ in range(stages)]
     content = [None] * stages        # which fill a stage holds (None: being written / never)
@@ -64,7 +66,7 @@ def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000, early=No
     def producer():
         g = 0
         for j in range(n_local):
-            for kt in range(ktiles):
+            for kt in range(lengths[j]):
                 s = g % stages
                 while not empty[s].try_wait_parity(((g // stages) & 1) ^ 1):
                     yield
@@ -110,7 +112,7 @@ def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000, early=No
                     named[bid][1] += 1
 
         for j in range(w, n_local, 2):
-            g = j * ktiles
+            g = sum(lengths[:j])
             if ordered and j > 0:                 # bar.sync 1 + w, 256
                 bid = 1 + w
                 gen = named[bid][1]
@@ -120,7 +122,7 @@ def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000, early=No
                     named[bid][1] += 1
                 while named[bid][1] == gen:
                     yield
-            for kt in range(ktiles):
+            for kt in range(lengths[j]):
                 s = g % stages
                 while not full[s].try_wait_parity((g // stages) & 1):
                     yield
@@ -129,11 +131,11 @@ def simulate(n_local, ktiles, stages, seed, ordered=True, steps=200000, early=No
                 if kt > 0:
                     for _ in range(4):
                         empty[(g - 1) % stages].arrive()
-                if early is not None and kt == ktiles - 1 - early:
+                if early is not None and kt == lengths[j] - 1 - early:
                     signal(j)
                 g += 1
                 yield
-            if early is None or ktiles - 1 - early < 0:
+            if early is None or lengths[j] - 1 - early < 0:
                 signal(j)
             yield from wait_groups(0)
             for _ in range(4):

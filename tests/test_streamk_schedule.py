@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from tests.test_pingpong_protocol import Mbar, Violation
+from tests.test_pingpong_protocol import Violation, simulate
 
 SK_SLOTS = 160
 
@@ -241,121 +241,6 @@ def test_mutations_are_caught(mutate):
 
 
 # ---- the ping-pong protocol with the hybrid's jobs (test_pingpong_protocol's model) -------
-def simulate_jobs(lengths, stages, seed, steps=400000):
-    """One block: producer, two consumers taking jobs in turn (job j: consumer j % 2), jobs
-    of `lengths` K steps, 18's hand-over one K step early."""
-    rng = random.Random(seed)
-    n = len(lengths)
-    g0 = [sum(lengths[:j]) for j in range(n)]
-    full = [Mbar(1) for _ in range(stages)]
-    empty = [Mbar(4) for _ in range(stages)]
-    content, reading = [None] * stages, [0] * stages
-    named = {1: [0, 0], 2: [0, 0]}
-    landings, queues, stored = [], {0: [], 1: []}, []
-
-    def producer():
-        g = 0
-        for j in range(n):
-            for _ in range(lengths[j]):
-                s = g % stages
-                while not empty[s].try_wait_parity(((g // stages) & 1) ^ 1):
-                    yield
-                full[s].arrive(expect_tx=2)
-                if reading[s]:
-                    raise Violation(f"fill {g} overwrites stage {s} while a group reads it")
-                content[s] = None
-
-                def land(s=s, g=g):
-                    content[s] = g
-                    full[s].complete_tx(2)
-                landings.append(land)
-                g += 1
-                yield
-
-    def consumer(w):
-        groups = []
-
-        def issue(s, g):
-            if content[s] != g:
-                raise Violation(f"consumer {w} issues on fill {g}: stage {s} holds {content[s]}")
-            reading[s] += 1
-            grp = {"s": s, "g": g, "done": False}
-            groups.append(grp)
-
-            def finish(grp=grp):
-                if content[grp["s"]] != grp["g"]:
-                    raise Violation(f"fill {grp['g']} changed under its wgmma group")
-                reading[grp["s"]] -= 1
-                grp["done"] = True
-            queues[w].append(finish)
-
-        def wait_groups(k):
-            while sum(not x["done"] for x in groups) > k:
-                yield
-
-        def signal(j):
-            if j + 1 < n:
-                bid = 2 - w
-                named[bid][0] += 128
-                if named[bid][0] == 256:
-                    named[bid][0] = 0
-                    named[bid][1] += 1
-
-        for j in range(w, n, 2):
-            g = g0[j]
-            if j > 0:
-                bid = 1 + w
-                gen = named[bid][1]
-                named[bid][0] += 128
-                if named[bid][0] == 256:
-                    named[bid][0] = 0
-                    named[bid][1] += 1
-                while named[bid][1] == gen:
-                    yield
-            kt_n = lengths[j]
-            for kt in range(kt_n):
-                s = g % stages
-                while not full[s].try_wait_parity((g // stages) & 1):
-                    yield
-                issue(s, g)
-                yield from wait_groups(1)
-                if kt > 0:
-                    for _ in range(4):
-                        empty[(g - 1) % stages].arrive()
-                if kt == kt_n - 2:
-                    signal(j)
-                g += 1
-                yield
-            if kt_n < 2:
-                signal(j)
-            yield from wait_groups(0)
-            for _ in range(4):
-                empty[(g - 1) % stages].arrive()
-            stored.append(j)
-            yield
-
-    live = [producer(), consumer(0), consumer(1)]
-    for _ in range(steps):
-        choices = live + (["land"] if landings else []) + [q for q in queues.values() if q]
-        if not choices:
-            break
-        pick = rng.choice(choices)
-        if pick == "land":
-            landings.pop(rng.randrange(len(landings)))()
-        elif isinstance(pick, list):
-            pick.pop(0)()
-        else:
-            try:
-                next(pick)
-            except StopIteration:
-                live.remove(pick)
-    else:
-        raise Violation("did not finish")
-    assert sorted(stored) == list(range(n))
-    assert all(b.pending == b.count and b.tx == 0 for b in full + empty)
-    assert all(v[0] == 0 for v in named.values())
-
-
 def test_pingpong_protocol_with_the_hybrids_jobs():
     shapes = set()
     for t, g, k in CASES:
@@ -368,4 +253,4 @@ def test_pingpong_protocol_with_the_hybrids_jobs():
     for lengths in shapes:
         for stages in (2, 3, 4):
             for seed in range(6):
-                simulate_jobs(list(lengths), stages, seed)
+                simulate(len(lengths), lengths, stages, seed, early=1, steps=400000)
