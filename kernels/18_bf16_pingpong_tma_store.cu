@@ -42,17 +42,12 @@
 //   the order they finish, so C is not bit-for-bit the same from run to run. The counters are
 //   static device memory (zero at module load): no launcher change, two launches of 18 must
 //   not run at once, and an aborted launch leaves them set (its context is lost anyway).
-//   Why SK_FROM = 16: the stream-K region's K loops run slower than whole tiles' (traced at
-//   4096: up to 745 cycles a K step against 530), so it pays only where that region is small
-//   beside the whole waves: on the H200 `gemm explain` timed STREAM_K 1 at -2.9 / -4.5 % at
-//   8192 (31 waves), +1.8 / +2.5 % at 4096 (7.76) and +15 % at 2048 (SK_FROM 1); any SK_FROM
-//   from 8 to 31 makes the same choices on the suite's shapes.
-//   Off by default (STREAM_K 0 builds the kernel above, the same SASS): the stream-K build
-//   costs launches where stream-K is off. Recorded at fcd73f0 (on by default, off below 16
-//   waves) the gate confirmed DROPs of 4.4-14.5 % at 1000, 1024 and 4096x4096x1024, 512 fell
-//   17.7 % (left UNRESOLVED), while 8192 read 101 % of cuBLASLt (678 TFLOPS, not confirmed);
-//   `gemm explain` had read +2.7 to +4.1 % at 2048, +0.2 to +0.7 % at 4096 (docs/evidence.md).
-//   Until that cost is gone it stays a probe.
+//   SK_FROM = 16 because the stream-K region's K loops run slower than whole tiles', so it
+//   pays only where that region is small beside the whole waves (8192 among the suite's
+//   shapes; any value from 8 to 31 chooses the same). Off by default (STREAM_K 0 builds the
+//   kernel above, the same SASS): the stream-K build costs launches where stream-K is off, as
+//   the gate confirmed at fcd73f0. The measurements: docs/evidence.md, "Stream-K with TMA
+//   reductions in 18".
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN),
 // STREAM_K (0 or 1), SK_FROM (whole waves from which stream-K is on), SK_SLOTS (most blocks of

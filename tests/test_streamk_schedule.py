@@ -12,9 +12,10 @@ import random
 
 import pytest
 
+from gemm.core import registry
 from tests.test_pingpong_protocol import Violation, simulate
 
-SK_SLOTS = 160
+SK_SLOTS = registry.get("18").defines["SK_SLOTS"]   # the entry's: the kernel's counters
 
 
 # ---- the kernel's schedule, mirrored (18_bf16_pingpong_tma_store.cu, STREAM_K) ------------
