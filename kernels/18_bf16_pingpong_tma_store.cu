@@ -26,11 +26,14 @@
 // - Stream-K for the last wave (STREAM_K 1; 0 = every tile whole). T tiles, G = gridDim.x
 //   blocks, KT = K steps a tile. Where T / G >= SK_FROM, G <= SK_SLOTS and the TMA epilogue
 //   runs (beta == 0, C addressable; else every tile is whole), W = T / G - 1 waves of whole
-//   tiles as above (block b: tiles b + j * G, j < W), then the other S = T - W * G tiles' I =
-//   S * KT K steps (tile-major) split into G contiguous ranges, block b [b * I / G, (b + 1) * I
-//   / G), run as jobs of one tile each, highest tile first; the consumers take the jobs in turn
-//   and the producer loads them in the same order, each job only its K range. A job holding
-//   part of a tile sums it through C itself: its leader takes a ticket, prev =
+//   tiles as above (block b: tiles b + j * G, j < W), then the other S = T - W * G tiles' I = S
+//   * KT K steps (tile-major) split into G contiguous ranges, block b [b * I / G, (b + 1) * I /
+//   G) (in 32 bits: b * (I / G) + b * (I % G) / G, no 64-bit division), run as jobs of one tile
+//   each, highest tile first; the consumers take the jobs in turn and the producer loads them
+//   in the same order, each job only its K range. A block decides once, before its jobs, where
+//   its whole tiles end (all T where stream-K is off); whole tiles run the loop of STREAM_K 0,
+//   the stream-K jobs a loop of their own after it, both through one K loop and one store. A
+//   job holding part of a tile sums it through C itself: its leader takes a ticket, prev =
 //   atomicAdd(sk_count[u], its K steps) (only the leader's prev counts: it alone issues the TMA
 //   ops); prev == 0 stores alpha * acc by TMA as a whole tile does, a later one waits (its
 //   warp) until sk_done[u] == prev and adds alpha * acc by TMA reductions (cp.reduce.async.bulk
@@ -40,14 +43,15 @@
 //   loop; waits follow the tickets' order, each on a job already in its epilogue: no cycle
 //   (tests/test_streamk_schedule.py models the schedule and the tickets). Parts are added in
 //   the order they finish, so C is not bit-for-bit the same from run to run. The counters are
-//   static device memory (zero at module load): no launcher change, two launches of 18 must
-//   not run at once, and an aborted launch leaves them set (its context is lost anyway).
-//   SK_FROM = 16 because the stream-K region's K loops run slower than whole tiles', so it
-//   pays only where that region is small beside the whole waves (8192 among the suite's
-//   shapes; any value from 8 to 31 chooses the same). Off by default (STREAM_K 0 builds the
-//   kernel above, the same SASS): the stream-K build costs launches where stream-K is off, as
-//   the gate confirmed at fcd73f0. The measurements: docs/evidence.md, "Stream-K with TMA
-//   reductions in 18".
+//   static device memory (zero at module load): no launcher change, two launches of 18 must not
+//   run at once, and an aborted launch leaves them set (its context is lost anyway). SK_FROM =
+//   16 because the stream-K region's K loops run slower than whole tiles', so it pays only
+//   where that region is small beside the whole waves (8192 among the suite's shapes; any value
+//   from 8 to 31 chooses the same). Built only where it can run: the tuned large bucket sets
+//   STREAM_K 1 (`gemm tune` keeps it, outside the search space); elsewhere fewer than 16 waves
+//   leave every tile whole, and the build still costs there (3.4 % at 1024). The measurements:
+//   docs/evidence.md, "Stream-K with TMA reductions in 18" and "18's stream-K decided per
+//   block".
 // Constants (-D): BM (64 or 128: one or two m64 row blocks per consumer tile), BN (128 or 192),
 // STAGES (>= 2), GROUP_M, PRODUCER_REGS, CONSUMER_REGS (as 15), EPI_N (32 or 64, dividing BN),
 // STREAM_K (0 or 1), SK_FROM (whole waves from which stream-K is on), SK_SLOTS (most blocks of
@@ -124,58 +128,47 @@ static_assert(PRODUCER_REGS % 8 == 0 && CONSUMER_REGS % 8 == 0 && PRODUCER_REGS 
 // done; both back to 0 when the tile is complete.
 __device__ unsigned int sk_count[2 * SK_SLOTS], sk_done[2 * SK_SLOTS];
 
+// A block's stream-K jobs: the K steps [lo, hi) of the stream-K region (its tiles from
+// whole_end on, tile-major), one job per tile they touch, highest tile first.
 struct SkPlan {
-    int dp;           // whole tiles first: jobs 0 .. dp - 1, tile b + j * G
-    int base;         // first stream-K tile (dp * G on every block)
-    int iters;        // I: K steps of the stream-K region
-    int lo, hi;       // this block's range of them
-    int top;          // tile (from base) of its highest K step
-    int jobs;         // dp + the tiles its range touches
+    int lo, hi;       // this block's K steps of the region
+    int top;          // region tile (from whole_end) of its highest K step
+    int jobs;         // dp + the region tiles its range touches (jobs dp .. jobs - 1)
 };
 struct SkJob {
     int tile;         // tile index in the grouped order
     int kb, ke;       // its K steps kb .. ke - 1
     int g0;           // the block's fill number of K step kb (the producer's order)
-    int u;            // stream-K tile (from base); -1 for a whole tile
+    int u;            // region tile (from whole_end)
 };
-__device__ __forceinline__ int sk_lo(int b, int iters, int g) {
-    return static_cast<int>(static_cast<long long>(b) * iters / g);
+// Tiles below it run whole on every block: dp = T / G - 1 waves where stream-K runs, else T.
+__device__ __forceinline__ int sk_whole_end(int g, int ntiles, bool on) {
+    const int waves = ntiles / g;
+    return on && g <= SK_SLOTS && waves >= SK_FROM ? (waves - 1) * g : ntiles;
 }
-__device__ __forceinline__ SkPlan sk_plan(int b, int g, int ntiles, int ktiles, bool on) {
+// b * iters / g in 32 bits (no 64-bit division): with iters = q g + r, b r < g g.
+__device__ __forceinline__ int sk_lo(int b, int iters, int g) {
+    const int q = iters / g, r = iters - q * g;
+    return b * q + b * r / g;
+}
+__device__ __forceinline__ SkPlan sk_plan(int b, int g, int ntiles, int ktiles, int whole_end) {
     SkPlan p;
-    if (on && g <= SK_SLOTS && ntiles / g >= SK_FROM) {
-        p.dp = ntiles / g - 1;
-        p.base = p.dp * g;
-    } else {                                  // all tiles whole: no range to divide up
-        p.dp = p.jobs = (ntiles - b + g - 1) / g;
-        p.base = ntiles;
-        p.iters = p.lo = p.hi = p.top = 0;
-        return p;
-    }
-    p.iters = (ntiles - p.base) * ktiles;
-    p.lo = sk_lo(b, p.iters, g);
-    p.hi = sk_lo(b + 1, p.iters, g);
+    const int iters = (ntiles - whole_end) * ktiles;   // 0 where stream-K is off
+    p.lo = sk_lo(b, iters, g);
+    p.hi = sk_lo(b + 1, iters, g);
     p.top = p.hi > p.lo ? (p.hi - 1) / ktiles : 0;
-    p.jobs = p.dp + (p.hi > p.lo ? p.top - p.lo / ktiles + 1 : 0);
+    p.jobs = whole_end / g + (p.hi > p.lo ? p.top - p.lo / ktiles + 1 : 0);
     return p;
 }
-__device__ __forceinline__ SkJob sk_job(const SkPlan& p, int j, int b, int g, int ktiles) {
+__device__ __forceinline__ SkJob sk_job(const SkPlan& p, int j, int dp, int whole_end, int ktiles) {
     SkJob r;
-    if (j < p.dp) {
-        r.tile = b + j * g;
-        r.kb = 0;
-        r.ke = ktiles;
-        r.g0 = j * ktiles;
-        r.u = -1;
-    } else {
-        r.u = p.top - (j - p.dp);
-        const int first = r.u * ktiles;
-        const int seg_lo = max(p.lo, first), seg_hi = min(p.hi, first + ktiles);
-        r.tile = p.base + r.u;
-        r.kb = seg_lo - first;
-        r.ke = seg_hi - first;
-        r.g0 = p.dp * ktiles + (p.hi - seg_hi);   // the jobs before it: from hi down to seg_hi
-    }
+    r.u = p.top - (j - dp);
+    const int first = r.u * ktiles;
+    const int seg_lo = max(p.lo, first), seg_hi = min(p.hi, first + ktiles);
+    r.tile = whole_end + r.u;
+    r.kb = seg_lo - first;
+    r.ke = seg_hi - first;
+    r.g0 = dp * ktiles + (p.hi - seg_hi);       // the jobs before it: from hi down to seg_hi
     return r;
 }
 __device__ __forceinline__ int sk_ctaid() {   // blockIdx.x, read again where it is used
@@ -250,6 +243,11 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
     // 16's test (gemm.core.tensormaps.addressable, plus beta): uniform over the launch
     const bool via_tma = beta == 0.0f && (N & 3) == 0 &&
                          (reinterpret_cast<uintptr_t>(C) & 15) == 0;
+#if STREAM_K
+    const int whole_end = sk_whole_end(gridDim.x, ntiles, via_tma);   // tiles run whole below
+#else
+    const int whole_end = ntiles;
+#endif
 
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -284,14 +282,16 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
                     tma_load_2d(dst + A_BYTES, &map_b, bar, kt * BK, col0);
                 }
             };
+            for (int t = blockIdx.x; t < whole_end; t += gridDim.x) load(t, 0, ktiles);
 #if STREAM_K
-            const SkPlan plan = sk_plan(blockIdx.x, gridDim.x, ntiles, ktiles, via_tma);
-            for (int j = 0; j < plan.jobs; ++j) {   // the consumers' jobs, in turn order
-                const SkJob job = sk_job(plan, j, blockIdx.x, gridDim.x, ktiles);
-                load(job.tile, job.kb, job.ke);
+            if (whole_end < ntiles) {        // then the stream-K jobs, in the consumers' order
+                const int dp = whole_end / gridDim.x;
+                const SkPlan plan = sk_plan(blockIdx.x, gridDim.x, ntiles, ktiles, whole_end);
+                for (int j = dp; j < plan.jobs; ++j) {
+                    const SkJob job = sk_job(plan, j, dp, whole_end, ktiles);
+                    load(job.tile, job.kb, job.ke);
+                }
             }
-#else
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) load(t, 0, ktiles);
 #endif
         }
     } else {                                  // consumer cw: its own tiles, whole
@@ -299,13 +299,7 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
         // Read from lane 0, ptxas knows it is one value per warp and keeps the main loop's
         // tile, stage and descriptor arithmetic in uniform registers (no R2UR per wgmma).
         const int cw = __shfl_sync(0xffffffffu, wg - 1, 0);
-#if STREAM_K
-        uint32_t lane = threadIdx.x % 32;     // pinned: else ptxas reads SR_TID again each K step
-        asm volatile("" : "+r"(lane));
-        const bool arrives = lane == 0;
-#else
         const bool arrives = threadIdx.x % 32 == 0;
-#endif
         const bool leader = threadIdx.x % 128 == 0;
         const uint32_t staging = tiles + STAGES * STAGE_BYTES + cw * 2 * EPI_BYTES;
         if (via_tma && leader) tma_prefetch_map(&map_c);
@@ -317,43 +311,17 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
         asm volatile("" : "+r"(full0), "+r"(empty0), "+r"(desc0));
         constexpr uint64_t DESC_HI = (64ull << 32) | (1ull << 62); // desc_kmajor_sw128, all stages
         float acc[HALVES][BN / 2];            // set by each tile's first wgmma (accumulate = 0)
-#if STREAM_K
-        const int tile_ktiles = ktiles;
-        for (int j = cw;; j += CONSUMERS) {
-            // Only the K loop's inputs are built here, as lane 0's values (one per warp, so
-            // uniform registers); the job is built again after the loop for the epilogue.
-            int ktiles, g0, more;
-            {
-                const SkPlan plan = sk_plan(sk_ctaid(), gridDim.x, ntiles, tile_ktiles, via_tma);
-                const SkJob job = sk_job(plan, min(j, plan.jobs - 1), sk_ctaid(), gridDim.x,
-                                         tile_ktiles);
-                ktiles = __shfl_sync(0xffffffffu, j < plan.jobs ? job.ke - job.kb : -1, 0);
-                g0 = __shfl_sync(0xffffffffu, job.g0, 0);
-                more = __shfl_sync(0xffffffffu, j + 1 < plan.jobs, 0);
-            }
-            if (ktiles < 0) break;
-            int s = g0 % STAGES, last = s;
-            uint32_t ph = (g0 / STAGES) & 1;
-            const bool hand_over = more;      // the other consumer has a next job
-#else
-        for (int j = cw;; j += CONSUMERS) {
-            const int t = blockIdx.x + j * gridDim.x;
-            if (t >= ntiles) break;
-            int row0, col0;
-            tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
-            // K tile kt of local tile j is fill g = j * ktiles + kt: stage s, phase ph, counted
-            // on from the tile's first fill (no division per K step).
-            int s = j * ktiles % STAGES, last = s;
-            uint32_t ph = (j * ktiles / STAGES) & 1;
-            const bool hand_over = t + gridDim.x < ntiles;   // the other consumer has a next tile
-#endif
-            // Our turn on the tensor cores: the other consumer has issued the wgmmas of local
-            // tile j - 1 up to its last K step, so it has seen every fill before our first but
-            // one complete, and a full wait below never meets a stage two phases behind.
+        // Local job j's K loop: steps fills from the block's fill number g0 (stage s, phase
+        // ph, counted on: no division per K step). Our turn on the tensor cores first: the
+        // other consumer has issued job j - 1's wgmmas up to its last K step, so it has seen
+        // every fill before our first but one complete, and a full wait below never meets a
+        // stage two phases behind.
+        auto k_loop = [&](int j, int s, uint32_t ph, int steps, bool hand_over) {
+            int last = s;
             if (j > 0) order_wait(ORDER_BAR + cw);
             if (j < CONSUMERS) SK_GMARK(cw);
             SK_MARK(j, 0, clock64());
-            for (int kt = 0; kt < ktiles; ++kt) {
+            for (int kt = 0; kt < steps; ++kt) {
                 stage_wait(full0 + 8 * s, ph);
                 const uint32_t da = desc0 + s * (STAGE_BYTES >> 4), db = da + (A_BYTES >> 4);
 #pragma unroll
@@ -372,65 +340,82 @@ sgemm_bf16_pingpong_tma_store(const __grid_constant__ TmaMap map_a,
                 if (kt > 0 && arrives) mbar_arrive(empty0 + 8 * last);
                 // Hand the tensor cores over with one K step still to issue, so the other
                 // consumer's first wgmmas queue behind our last ones instead of after a gap.
-                if (hand_over && kt == ktiles - 2) order_signal(ORDER_BAR + (1 - cw));
+                if (hand_over && kt == steps - 2) order_signal(ORDER_BAR + (1 - cw));
                 last = s;
                 if (++s == STAGES) { s = 0; ph ^= 1; }
             }
-            if (hand_over && ktiles < 2) order_signal(ORDER_BAR + (1 - cw));
+            if (hand_over && steps < 2) order_signal(ORDER_BAR + (1 - cw));
             // then finish and store while the other consumer works
             wgmma_wait<0>();
             SK_MARK(j, 1, clock64());
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) fence_regs(acc[h]);
             if (arrives) mbar_arrive(empty0 + 8 * last);
-#if STREAM_K
-            const SkPlan plan = sk_plan(sk_ctaid(), gridDim.x, ntiles, tile_ktiles, via_tma);
-            const SkJob job = sk_job(plan, j, sk_ctaid(), gridDim.x, tile_ktiles);
-            int row0, col0;
-            tile_origin<BM, BN, GROUP_M>(job.tile, tiles_m, tiles_n, row0, col0);
-            SK_MARK(j, 3, (static_cast<unsigned long long>(job.tile) << 32) | (job.kb << 16) | job.ke);
-            // part of a tile: the first to finish stores, later ones add (the header says how)
-            const unsigned int steps = job.ke - job.kb;
-            const bool part = steps < static_cast<unsigned int>(tile_ktiles);
-            unsigned int prev = 0;
-            if (part) {                       // the leader's ticket, and its warp waits on it
-                if (leader) prev = atomicAdd(&sk_count[job.u], steps);
-                prev = __shfl_sync(0xffffffffu, prev, 0);
-                if (prev > 0) {
-                    sk_wait_for(&sk_done[job.u], prev);
-                    fence_async_global();     // the earlier writes before our reductions
-                }
-            }
-            const bool sk_add = prev > 0;
-#else
-            constexpr bool sk_add = false;
-#endif
+        };
+        // alpha * acc to the tile at (row0, col0): by TMA stores (reductions where add) where
+        // tma, else as 15 does
+        auto store = [&](int row0, int col0, bool add, bool tma) {
 #pragma unroll
             for (int h = 0; h < HALVES; ++h) {
                 const int row = row0 + 64 * h;
-                if (!via_tma)
+                if (!tma)
                     store_accumulator<BN>(acc[h], C, M, N, row, col0, alpha, beta);
                 else if (row < M)             // rows wholly below C: nothing to store
                     Epilogue::store_chunks<0>(acc[h], &map_c, staging, n, leader, EPI_BAR + cw,
-                                              N, row, col0, alpha, sk_add);
+                                              N, row, col0, alpha, add);
             }
-#if STREAM_K
-            if (part && leader) {
-                bulk_wait<0>();               // our writes (or additions) are done ...
-                fence_async_global();
-                if (prev + steps == static_cast<unsigned int>(tile_ktiles)) {
-                    sk_count[job.u] = 0u;     // the tile is complete: ready for the next launch
-                    sk_done[job.u] = 0u;
-                } else {
-                    st_release_gpu(&sk_done[job.u], prev + steps);   // ... before the next one's
-                }
-            }
-#endif
+        };
+        for (int j = cw;; j += CONSUMERS) {   // whole tiles: local tile j is fills j * ktiles on
+            const int t = blockIdx.x + j * gridDim.x;
+            if (t >= whole_end) break;
+            int row0, col0;
+            tile_origin<BM, BN, GROUP_M>(t, tiles_m, tiles_n, row0, col0);
+            const int s = j * ktiles % STAGES;
+            const uint32_t ph = (j * ktiles / STAGES) & 1;
+            const bool hand_over = t + gridDim.x < ntiles;   // the other consumer has a next job
+            k_loop(j, s, ph, ktiles, hand_over);
+            store(row0, col0, false, via_tma);
             SK_MARK(j, 2, clock64());
-#if !STREAM_K
             SK_MARK(j, 3, (static_cast<unsigned long long>(t) << 32) | ktiles);
-#endif
         }
+#if STREAM_K
+        if (whole_end < ntiles) {            // then our stream-K jobs: j >= dp, of our parity
+            const int dp = whole_end / gridDim.x;
+            const SkPlan plan = sk_plan(blockIdx.x, gridDim.x, ntiles, ktiles, whole_end);
+            for (int j = dp + ((dp - cw) & 1); j < plan.jobs; j += CONSUMERS) {
+                const SkJob job = sk_job(plan, j, dp, whole_end, ktiles);
+                const unsigned int steps = job.ke - job.kb;
+                k_loop(j, job.g0 % STAGES, (job.g0 / STAGES) & 1, steps, j + 1 < plan.jobs);
+                int row0, col0;
+                tile_origin<BM, BN, GROUP_M>(job.tile, tiles_m, tiles_n, row0, col0);
+                // part of a tile: the first to finish stores, later ones add (the header says how)
+                const bool part = steps < static_cast<unsigned int>(ktiles);
+                unsigned int prev = 0;
+                if (part) {                   // the leader's ticket, and its warp waits on it
+                    if (leader) prev = atomicAdd(&sk_count[job.u], steps);
+                    prev = __shfl_sync(0xffffffffu, prev, 0);
+                    if (prev > 0) {
+                        sk_wait_for(&sk_done[job.u], prev);
+                        fence_async_global(); // the earlier writes before our reductions
+                    }
+                }
+                store(row0, col0, prev > 0, true);   // stream-K runs where via_tma
+                if (part && leader) {
+                    bulk_wait<0>();           // our writes (or additions) are done ...
+                    fence_async_global();
+                    if (prev + steps == static_cast<unsigned int>(ktiles)) {
+                        sk_count[job.u] = 0u; // the tile is complete: ready for the next launch
+                        sk_done[job.u] = 0u;
+                    } else {
+                        st_release_gpu(&sk_done[job.u], prev + steps);   // ... before the next's
+                    }
+                }
+                SK_MARK(j, 2, clock64());
+                SK_MARK(j, 3, (static_cast<unsigned long long>(job.tile) << 32) | (job.kb << 16) |
+                                  job.ke);
+            }
+        }
+#endif
         if (leader) bulk_wait<0>();           // every store done before the block's smem goes
         SK_GMARK(2 + cw);
     }

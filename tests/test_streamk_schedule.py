@@ -1,12 +1,14 @@
-"""The stream-K hybrid of kernels/18 (-DSTREAM_K=1), modelled in Python (no GPU): sk_plan and
-sk_job mirrored line by line, and the tickets by which the jobs holding parts of a tile sum it
-through C, for many (tiles, K steps, grid) cases. Checked: every (tile, K step) is run exactly
-once; the stream-K ranges differ by at most one K step; the producer's fills are the consumers'
-fills in the same order; in random orders of the blocks' progress, the jobs of a tile store
+"""The stream-K hybrid of kernels/18 (-DSTREAM_K=1), modelled in Python (no GPU): sk_whole_end,
+sk_lo, sk_plan and sk_job mirrored line by line (each block's whole tiles, then its stream-K
+jobs), and the tickets by which the jobs holding parts of a tile sum it through C, for many
+(tiles, K steps, grid) cases. Checked: every (tile, K step) is run exactly once; the stream-K
+ranges differ by at most one K step; a job hands the tensor cores over exactly where a next job
+follows; the producer's fills are the consumers' fills in the same order; in random orders of the blocks' progress, the jobs of a tile store
 once and add after that store's writes are done, no wait is left hanging, and the counters are
 zero again at the end; the ping-pong protocol (test_pingpong_protocol's model, with jobs of
 unequal length) still reads the right fills. Mutations must be caught, each by its check: a
-range boundary moved (balance), a range cut short (coverage), the fill numbering, the ticket's
+range boundary moved (balance), a range cut short (coverage), the whole tiles' hand-over test
+against whole_end instead of ntiles, the fill numbering, the ticket's
 wait and the counters' reset (the last three wherever a tile is split)."""
 import random
 
@@ -19,47 +21,64 @@ SK_SLOTS = registry.get("18").defines["SK_SLOTS"]   # the entry's: the kernel's 
 
 
 # ---- the kernel's schedule, mirrored (18_bf16_pingpong_tma_store.cu, STREAM_K) ------------
+I32 = 2**31
+
+
+def sk_whole_end(g, ntiles, on=True, sk_from=1):
+    waves = ntiles // g
+    return (waves - 1) * g if on and g <= SK_SLOTS and waves >= sk_from else ntiles
+
+
 def sk_lo(b, iters, g, mutate=None):
+    q, r = iters // g, iters - iters // g * g
     if mutate == "split" and b == g // 2 and b > 0:
-        return b * iters // g + 1                 # an off-by-one in one range boundary
-    return b * iters // g
+        return b * q + b * r // g + 1             # an off-by-one in one range boundary
+    assert b * q < I32 and b * r < I32, (b, iters, g)   # the kernel's ints
+    return b * q + b * r // g
 
 
-def sk_plan(b, g, ntiles, ktiles, mutate=None, on=True, sk_from=1):
-    if on and g <= SK_SLOTS and ntiles // g >= sk_from:
-        dp = ntiles // g - 1
-        base = dp * g
-    else:                                         # all tiles whole: no range to divide up
-        dp = (ntiles - b + g - 1) // g
-        return dict(dp=dp, base=ntiles, iters=0, lo=0, hi=0, top=0, jobs=dp)
-    iters = (ntiles - base) * ktiles
+def sk_plan(b, g, ntiles, ktiles, whole_end, mutate=None):
+    iters = (ntiles - whole_end) * ktiles
     lo, hi = sk_lo(b, iters, g, mutate), sk_lo(b + 1, iters, g, mutate)
     if mutate == "hi" and b == g // 2 and hi > lo:
         hi -= 1                                   # one block's range ends a K step short
     top = (hi - 1) // ktiles if hi > lo else 0
-    jobs = dp + (top - lo // ktiles + 1 if hi > lo else 0)
-    return dict(dp=dp, base=base, iters=iters, lo=lo, hi=hi, top=top, jobs=jobs)
+    jobs = whole_end // g + (top - lo // ktiles + 1 if hi > lo else 0)
+    return dict(lo=lo, hi=hi, top=top, jobs=jobs)
 
 
-def sk_job(p, j, b, g, ktiles, mutate=None):
-    if j < p["dp"]:
-        return dict(tile=b + j * g, kb=0, ke=ktiles, g0=j * ktiles, u=-1)
-    u = p["top"] - (j - p["dp"])
+def sk_job(p, j, dp, whole_end, ktiles, mutate=None):
+    u = p["top"] - (j - dp)
     first = u * ktiles
     seg_lo, seg_hi = max(p["lo"], first), min(p["hi"], first + ktiles)
-    g0 = p["dp"] * ktiles + (p["hi"] - seg_hi)
+    g0 = dp * ktiles + (p["hi"] - seg_hi)
     if mutate == "g0":
-        g0 = p["dp"] * ktiles + (seg_lo - p["lo"])   # forward numbering: not the producer's
-    return dict(tile=p["base"] + u, kb=seg_lo - first, ke=seg_hi - first, g0=g0, u=u)
+        g0 = dp * ktiles + (seg_lo - p["lo"])    # forward numbering: not the producer's
+    return dict(tile=whole_end + u, kb=seg_lo - first, ke=seg_hi - first, g0=g0, u=u)
+
+
+def block_jobs(b, g, ntiles, ktiles, mutate=None, on=True, sk_from=1):
+    """Block b's jobs in turn order, as the kernel runs them: whole tiles b, b + g, ... below
+    whole_end (job j: tile b + j g, fills from j ktiles; the other consumer has a next job
+    where t + g < ntiles), then, where whole_end < ntiles, the stream-K jobs dp .. jobs - 1
+    (a next job where j + 1 < jobs). Each job carries its hand-over flag."""
+    whole_end = sk_whole_end(g, ntiles, on, sk_from)
+    last = whole_end if mutate == "handover" else ntiles
+    jobs = [dict(tile=t, kb=0, ke=ktiles, g0=j * ktiles, u=-1, hand_over=t + g < last)
+            for j, t in enumerate(range(b, whole_end, g))]
+    plan = dict(whole_end=whole_end, lo=0, hi=0)
+    if whole_end < ntiles:
+        dp = whole_end // g
+        plan = dict(sk_plan(b, g, ntiles, ktiles, whole_end, mutate), whole_end=whole_end)
+        for j in range(dp, plan["jobs"]):
+            jobs.append(dict(sk_job(plan, j, dp, whole_end, ktiles, mutate),
+                             hand_over=j + 1 < plan["jobs"]))
+    return plan, jobs
 
 
 def schedule(ntiles, g, ktiles, mutate=None, sk_from=1):
     """[block] -> (plan, [job, ...]) in the block's turn order."""
-    out = []
-    for b in range(g):
-        p = sk_plan(b, g, ntiles, ktiles, mutate, sk_from=sk_from)
-        out.append((p, [sk_job(p, j, b, g, ktiles, mutate) for j in range(p["jobs"])]))
-    return out
+    return [block_jobs(b, g, ntiles, ktiles, mutate, sk_from=sk_from) for b in range(g)]
 
 
 # ---- the checks ----------------------------------------------------------------------------
@@ -80,14 +99,17 @@ def check(ntiles, g, ktiles, mutate=None, seeds=3):
     if len(seen) != ntiles * ktiles:
         raise Violation(f"{ntiles * ktiles - len(seen)} (tile, k) never run")
 
-    # balance, where stream-K is on: the ranges differ by at most one K step; every block
-    # the same dp
-    if all(p["base"] < ntiles for p, _ in sched):
+    # balance, where stream-K is on: the ranges differ by at most one K step, and every
+    # block has a stream-K job (so a whole tile's hand-over test, t + g < ntiles, is right)
+    if all(p["whole_end"] < ntiles for p, _ in sched):
         sizes = [p["hi"] - p["lo"] for p, _ in sched]
         if max(sizes) - min(sizes) > 1:
             raise Violation(f"stream-K ranges {min(sizes)} .. {max(sizes)} K steps")
-        if len({p["dp"] for p, _ in sched}) != 1:
-            raise Violation("blocks with different numbers of whole tiles")
+    for b, (p, jobs) in enumerate(sched):
+        for j, job in enumerate(jobs):
+            if job["hand_over"] != (j + 1 < len(jobs)):
+                raise Violation(f"block {b} job {j}: hand-over {job['hand_over']} with "
+                                f"{len(jobs)} jobs")
 
     # the producer's order (every job's K steps in job order) is the consumers' g0 numbering
     for b, (p, jobs) in enumerate(sched):
@@ -194,8 +216,16 @@ def test_stream_k_only_from_sk_from_waves():
                                    (1024, 2, True), (256, 2, False), (256, 1, True)):
         jobs = [j for _, js in schedule(ntiles, 132, 64, sk_from=sk_from) for j in js]
         assert any(j["ke"] - j["kb"] < 64 for j in jobs) == split, (ntiles, sk_from)
-    off = sk_plan(0, 132, 4096, 128, on=False)   # no TMA epilogue (beta != 0): every tile whole
-    assert (off["dp"], off["jobs"], off["base"]) == (32, 32, 4096)
+    plan, jobs = block_jobs(0, 132, 4096, 128, on=False)   # no TMA epilogue (beta != 0)
+    assert plan["whole_end"] == 4096 and len(jobs) == 32 and all(j["u"] == -1 for j in jobs)
+
+
+def test_range_bounds_in_32_bits():
+    """sk_lo's b q + b r / g is b * iters / g without its 64-bit product, past 2^31 too."""
+    for g in (1, 7, 131, 132, SK_SLOTS):
+        for iters in (0, 1, g - 1, g, 12345, 2**31 // g * g - 1, 2**31 - 1):
+            for b in range(g + 1):
+                assert sk_lo(b, iters, g) == b * iters // g, (b, iters, g)
 
 
 def test_problem_shapes():
@@ -216,6 +246,7 @@ def test_expected_busiest_block():
 
 
 MUTATION_CAUGHT_BY = {"split": ("stream-K ranges",), "hi": ("never run",),
+                      "handover": ("hand-over",),
                       "g0": ("first fill",), "reset": ("stored twice",),
                       "wait": ("adds before its store", "a wait left hanging")}
 

@@ -196,3 +196,19 @@ def test_every_tuned_candidate_accepts_the_shapes_it_is_tuned_and_checked_at():
             s = spec.with_defines(**c)
             for size in [size for _, _, size in tuning.TUNING_BUCKETS] + [shape]:
                 assert unsupported(s, Problem.parse(size)) is None, (spec.name, c, size)
+
+
+def test_a_new_search_keeps_the_constants_set_outside_its_space():
+    """18's large bucket builds stream-K (STREAM_K, not searched): a search replaces BM and
+    the rest of its space, and keeps STREAM_K; buckets without such a constant stay as won."""
+    spec = registry.get("18")
+    assert "STREAM_K" not in spec.tune
+    before = {"large": {"defines": {"BM": 128, "STAGES": 6, "STREAM_K": 1}, "size": "4096"},
+              "small": {"defines": {"BM": 64, "STAGES": 6}}}
+    won = {"large": {"defines": {"BM": 64, "STAGES": 5}, "size": "4096", "tflops": 1.0},
+           "small": {"defines": {"BM": 128, "STAGES": 4}, "size": "1024"}}
+    kept = tuning.keep_fixed(spec, before, won)
+    assert kept["large"]["defines"] == {"BM": 64, "STAGES": 5, "STREAM_K": 1}
+    assert kept["large"]["tflops"] == 1.0
+    assert kept["small"]["defines"] == {"BM": 128, "STAGES": 4}
+    assert tuning.keep_fixed(spec, {}, won) == won

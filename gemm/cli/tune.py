@@ -46,7 +46,7 @@ def run(args) -> int:
         print(f"gemm tune: no candidate was accepted for {', '.join(missing)}; "
               f"{path} left as it was (search log: {log_path})", file=sys.stderr)
         return 1
-    tables[spec.name] = res["winners"]
+    tables[spec.name] = tuning.keep_fixed(spec, tables.get(spec.name, {}), res["winners"])
     path.write_text(tuning.render_table(gpu, tables, f"Search logs: {gpu}-<kernel>.json."))
     from .tables import table
     rows = [[bucket, w["size"], " ".join(f"{k}={v}" for k, v in w["defines"].items()),

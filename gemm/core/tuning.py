@@ -44,6 +44,18 @@ def candidates(spec: KernelSpec) -> list[dict]:
     return out
 
 
+def keep_fixed(spec: KernelSpec, before: dict, winners: dict) -> dict:
+    """The search's winners per bucket, each with the constants of that bucket's entry before
+    that lie outside the search space: those were set by hand on evidence the search does not
+    see (18's STREAM_K in the large bucket: stream-K runs at 8192, the search times 4096)."""
+    out = {}
+    for bucket, won in winners.items():
+        fixed = {k: v for k, v in before.get(bucket, {}).get("defines", {}).items()
+                 if k not in spec.tune}
+        out[bucket] = {**won, "defines": {**won["defines"], **fixed}}
+    return out
+
+
 def tuned_dir() -> Path:
     return kernels_dir() / "tuned"
 
