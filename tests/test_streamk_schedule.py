@@ -3,13 +3,14 @@ sk_lo, sk_plan and sk_job mirrored line by line (each block's whole tiles, then 
 jobs), and the tickets by which the jobs holding parts of a tile sum it through C, for many
 (tiles, K steps, grid) cases. Checked: every (tile, K step) is run exactly once; the stream-K
 ranges differ by at most one K step; a job hands the tensor cores over exactly where a next job
-follows; the producer's fills are the consumers' fills in the same order; in random orders of the blocks' progress, the jobs of a tile store
-once and add after that store's writes are done, no wait is left hanging, and the counters are
-zero again at the end; the ping-pong protocol (test_pingpong_protocol's model, with jobs of
-unequal length) still reads the right fills. Mutations must be caught, each by its check: a
-range boundary moved (balance), a range cut short (coverage), the whole tiles' hand-over test
-against whole_end instead of ntiles, the fill numbering, the ticket's
-wait and the counters' reset (the last three wherever a tile is split)."""
+follows; the producer's fills are the consumers' fills in the same order; in random orders of
+the blocks' progress, the jobs of a tile store once and add after that store's writes are done,
+no wait is left hanging, and the counters are zero again at the end; the ping-pong protocol
+(test_pingpong_protocol's model, with jobs of unequal length) still reads the right fills.
+Mutations must be caught, each by its check: a range boundary moved (balance), a range cut short
+(coverage), the whole tiles' hand-over test against whole_end instead of ntiles, a consumer's
+first stream-K job off its turn, the fill numbering, the ticket's wait and the counters' reset
+(the last three wherever a tile is split)."""
 import random
 
 import pytest
@@ -58,22 +59,38 @@ def sk_job(p, j, dp, whole_end, ktiles, mutate=None):
 
 
 def block_jobs(b, g, ntiles, ktiles, mutate=None, on=True, sk_from=1):
-    """Block b's jobs in turn order, as the kernel runs them: whole tiles b, b + g, ... below
-    whole_end (job j: tile b + j g, fills from j ktiles; the other consumer has a next job
-    where t + g < ntiles), then, where whole_end < ntiles, the stream-K jobs dp .. jobs - 1
-    (a next job where j + 1 < jobs). Each job carries its hand-over flag."""
+    """Block b's jobs in turn order, from its two consumers' loops as the kernel runs them:
+    consumer cw's whole tiles j = cw, cw + 2, ... while tile b + j g is below whole_end (fills
+    from j ktiles; the other consumer has a next job where t + g < ntiles), then, where
+    whole_end < ntiles, its stream-K jobs from dp + ((dp - cw) & 1) in steps of 2 below jobs (a
+    next job where j + 1 < jobs). Each job carries its hand-over flag. Raises Violation where
+    the consumers' jobs are not the turns 0 .. n - 1, each taken once, in alternation."""
     whole_end = sk_whole_end(g, ntiles, on, sk_from)
+    dp = whole_end // g
     last = whole_end if mutate == "handover" else ntiles
-    jobs = [dict(tile=t, kb=0, ke=ktiles, g0=j * ktiles, u=-1, hand_over=t + g < last)
-            for j, t in enumerate(range(b, whole_end, g))]
     plan = dict(whole_end=whole_end, lo=0, hi=0)
     if whole_end < ntiles:
-        dp = whole_end // g
         plan = dict(sk_plan(b, g, ntiles, ktiles, whole_end, mutate), whole_end=whole_end)
-        for j in range(dp, plan["jobs"]):
-            jobs.append(dict(sk_job(plan, j, dp, whole_end, ktiles, mutate),
-                             hand_over=j + 1 < plan["jobs"]))
-    return plan, jobs
+    taken = {}                                    # j -> [(consumer, job), ...]
+    for cw in range(2):
+        j = cw
+        while b + j * g < whole_end:              # the whole-tile loop
+            t = b + j * g
+            taken.setdefault(j, []).append((cw, dict(tile=t, kb=0, ke=ktiles, g0=j * ktiles,
+                                                     u=-1, hand_over=t + g < last)))
+            j += 2
+        if whole_end < ntiles:                    # then the stream-K loop
+            j = dp + cw if mutate == "sk_start" else dp + ((dp - cw) & 1)
+            while j < plan["jobs"]:
+                job = sk_job(plan, j, dp, whole_end, ktiles, mutate)
+                taken.setdefault(j, []).append((cw, dict(job, hand_over=j + 1 < plan["jobs"])))
+                j += 2
+    if sorted(taken) != list(range(len(taken))) or \
+            any(len(v) != 1 or v[0][0] != j % 2 for j, v in taken.items()):
+        who = sorted((j, [c for c, _ in v]) for j, v in taken.items())
+        raise Violation(f"block {b}: the consumers' jobs are not the turns 0 .. n - 1 in "
+                        f"alternation: {who[:6]}")
+    return plan, [taken[j][0][1] for j in range(len(taken))]
 
 
 def schedule(ntiles, g, ktiles, mutate=None, sk_from=1):
@@ -246,7 +263,7 @@ def test_expected_busiest_block():
 
 
 MUTATION_CAUGHT_BY = {"split": ("stream-K ranges",), "hi": ("never run",),
-                      "handover": ("hand-over",),
+                      "handover": ("hand-over",), "sk_start": ("not the turns",),
                       "g0": ("first fill",), "reset": ("stored twice",),
                       "wait": ("adds before its store", "a wait left hanging")}
 

@@ -212,3 +212,5 @@ def test_a_new_search_keeps_the_constants_set_outside_its_space():
     assert kept["large"]["tflops"] == 1.0
     assert kept["small"]["defines"] == {"BM": 128, "STAGES": 4}
     assert tuning.keep_fixed(spec, {}, won) == won
+    with pytest.raises(ValueError):   # a kept constant the entry no longer has
+        tuning.keep_fixed(spec, {"large": {"defines": {"OLD_NAME": 1}}}, won)

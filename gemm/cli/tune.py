@@ -46,12 +46,17 @@ def run(args) -> int:
         print(f"gemm tune: no candidate was accepted for {', '.join(missing)}; "
               f"{path} left as it was (search log: {log_path})", file=sys.stderr)
         return 1
-    tables[spec.name] = tuning.keep_fixed(spec, tables.get(spec.name, {}), res["winners"])
+    try:
+        tables[spec.name] = tuning.keep_fixed(spec, tables.get(spec.name, {}), res["winners"])
+    except ValueError as exc:
+        print(f"gemm tune: a winner with the constants kept from {path} is not a valid build "
+              f"({exc}); {path} left as it was (search log: {log_path})", file=sys.stderr)
+        return 1
     path.write_text(tuning.render_table(gpu, tables, f"Search logs: {gpu}-<kernel>.json."))
     from .tables import table
     rows = [[bucket, w["size"], " ".join(f"{k}={v}" for k, v in w["defines"].items()),
              f"{w['tflops']:.2f}", f"{w['pct_of_cublas']:.1f} %"]
-            for bucket, w in res["winners"].items()]
+            for bucket, w in tables[spec.name].items()]
     ok = sum(r["status"] == "ok" for r in res["candidates"])
     print(f"{spec.name} on {gpu}: {len(res['candidates'])} candidates, {ok} accepted, "
           f"{res['wall_s']:.0f} s; winners written to {path}, search log {log_path}")

@@ -47,12 +47,15 @@ def candidates(spec: KernelSpec) -> list[dict]:
 def keep_fixed(spec: KernelSpec, before: dict, winners: dict) -> dict:
     """The search's winners per bucket, each with the constants of that bucket's entry before
     that lie outside the search space: those were set by hand on evidence the search does not
-    see (18's STREAM_K in the large bucket: stream-K runs at 8192, the search times 4096)."""
+    see (18's STREAM_K in the large bucket: stream-K runs at 8192, the search times 4096). The
+    search timed and checked its winners without them (the correctness gate checks the result
+    at every tracked size); a combination the kernel's entry rejects raises ValueError."""
     out = {}
     for bucket, won in winners.items():
         fixed = {k: v for k, v in before.get(bucket, {}).get("defines", {}).items()
                  if k not in spec.tune}
         out[bucket] = {**won, "defines": {**won["defines"], **fixed}}
+        spec.with_defines(**out[bucket]["defines"])
     return out
 
 
