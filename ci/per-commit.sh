@@ -26,6 +26,18 @@ finish() {  # the summary of whatever ran, then the job's exit status
   exit $status
 }
 rm -f "$OUT/summary.md"
+# A machine that cannot run the job is told so in one sentence and exit 2 before setup (which
+# would spend minutes building PyCUDA first); the summary says it too
+refuse() {
+  echo "per-commit: $1" >&2
+  printf '## GPU job\n\nNot run: %s\n' "$1" > "$OUT/summary.md"
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ]; then cat "$OUT/summary.md" >> "$GITHUB_STEP_SUMMARY"; fi
+  exit 2
+}
+nvidia-smi -L 2>/dev/null | grep -q '^GPU ' ||
+  refuse "no NVIDIA GPU answers here (nvidia-smi -L lists none): this job measures on a GPU; on a machine without one, bash ci/test.sh runs the tests"
+command -v nvcc >/dev/null ||
+  refuse "nvcc is not on the PATH: the kernels are built with the CUDA toolkit's compiler (e.g. export PATH=/usr/local/cuda/bin:\$PATH)"
 stage setup bash ci/setup.sh || finish --stage gate=skipped --stage record=skipped --stage regress=skipped
 nvidia-smi ${CUDA_VISIBLE_DEVICES:+-i "$CUDA_VISIBLE_DEVICES"} --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw \
   --format=csv > "$OUT/gpu.csv" 2>&1 || true

@@ -323,6 +323,43 @@ def test_per_commit_summarises_whatever_failed():
 
 
 
+def _per_commit_on(tmp_path, nvidia_smi: str, nvcc: bool):
+    """ci/per-commit.sh with a stand-in nvidia-smi (a script body) and nvcc present or not."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text(f"#!/bin/sh\n{nvidia_smi}\n")
+    if nvcc:
+        (bin_ / "nvcc").write_text("#!/bin/sh\nexit 0\n")
+    for tool in bin_.iterdir():
+        tool.chmod(0o755)
+    system = [d for d in ("/usr/bin", "/bin") if Path(d).is_dir()]
+    if any((Path(d) / "nvcc").exists() for d in system) and not nvcc:
+        pytest.skip("nvcc sits in a system directory here")
+    env = {**os.environ, "PATH": os.pathsep.join([str(bin_), *system]),
+           "OUT": str(tmp_path / "out"), "GITHUB_STEP_SUMMARY": str(tmp_path / "step.md")}
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run(["bash", str(ROOT / "ci" / "per-commit.sh")], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+@pytest.mark.parametrize("smi, nvcc, why", [
+    ("exit 9", True, "no NVIDIA GPU answers here"),
+    ("echo 'No devices were found'", True, "no NVIDIA GPU answers here"),
+    ("echo 'GPU 0: NVIDIA H200 (UUID: GPU-0)'", False, "nvcc is not on the PATH"),
+])
+def test_per_commit_refuses_a_machine_that_cannot_run_it_in_one_sentence(tmp_path, smi, nvcc,
+                                                                          why):
+    """Without a GPU or the CUDA compiler the job stops before its setup (which would build
+    PyCUDA for minutes first): one sentence, exit 2, and the summary says it."""
+    out = _per_commit_on(tmp_path, smi, nvcc)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"per-commit: {why}"), out.stderr
+    assert "== setup" not in out.stdout
+    for md in (tmp_path / "out" / "summary.md", tmp_path / "step.md"):
+        assert why in md.read_text()
+
+
 def test_the_a_b_budget_rule_asks_whether_measured_code_changed_since_the_last_recorded_run(tmp_path):
     """ci/lib.sh: last_recorded is the newest ancestor with a run here (HEAD's own and other
     branches' runs do not count; a merge's second parent does), and measured_change, which
