@@ -8,8 +8,11 @@
 #   synccheck  illegal barrier use (a barrier in divergent code, a bad __syncwarp mask, a
 #              broken wgmma sequence): any error fails it
 # racecheck and synccheck run the kernels that use shared memory (01 and 02 do not; racecheck
-# also leaves out the TMA kernels, 13 and 14) on a few small shapes, one (alpha, beta):
-# ci/sanitize_plan.py picks them and says why (docs/ci.md). KERNELS="06 07": those kernels only.
+# also leaves out the TMA kernels, 13-18) on a few small shapes, (alpha, beta) (1.5, 0.5) and,
+# for synccheck, (1, 0): ci/sanitize_plan.py picks them and says why (docs/ci.md). Each pass
+# then runs the tuned kernels' medium and large builds, which those small shapes never launch,
+# each on its bucket's shape (the plan's bucket lines; a pass NAME-SHAPE of its own).
+# KERNELS="06 07": those kernels only.
 # The worker processes are included; only the GEMM kernels (names starting sgemm_:
 # SANITIZE_FILTER, compute-sanitizer's --kernel-name) are instrumented, cuBLAS and the harness
 # run natively. Each pass's output also goes to $OUT/sanitizer/<pass>.log.
@@ -52,6 +55,18 @@ run_pass() {  # run_pass NAME CMD...: run (or print) one pass, its log in $OUT/s
   [ "$rc" -eq 0 ] || status=1
 }
 k_args=(); for k in ${KERNELS:-}; do k_args+=(-k "$k"); done
+# shellcheck disable=SC2086  # KERNELS: names or prefixes, one word each
+plan=$(python3 ci/sanitize_plan.py --tools "$(IFS=,; echo "${passes// /,}")" --gpu "$(machine)" ${KERNELS:-}) ||
+  { echo "memcheck: no plan for $passes"; exit 2; }
+run_buckets() {  # run_buckets TOOL ARGS...: the tool over each bucket line of the plan
+  local tool=$1 shape names ks; shift
+  while read -r _ _ shape names; do
+    ks=(); for k in $names; do ks+=(-k "$k"); done
+    run_pass "$tool-$shape" "${sanitizer[@]}" --tool "$tool" "$@" \
+      python3 -m gemm check "${ks[@]}" --shapes "$shape" ${ab_args[@]+"${ab_args[@]}"}
+  done < <(grep "^$tool bucket " <<< "$plan")
+}
+ab_args=()
 case " $passes " in
   *" memcheck "*)
     shapes="1x1x1 65x129x7 127x1x300 1x4097x3 4095x63x129 1000x832x504 129x131x67 129x257x72 256x256x260"
@@ -62,18 +77,16 @@ case " $passes " in
     # API errors: racecheck and synccheck need no such option.)
     # shellcheck disable=SC2086  # shapes: one word each
     run_pass memcheck "${sanitizer[@]}" --tool memcheck --report-api-errors no \
-      python3 -m gemm check "${k_args[@]}" --shapes $shapes ;;
+      python3 -m gemm check "${k_args[@]}" --shapes $shapes
+    run_buckets memcheck --report-api-errors no ;;
 esac
 tools=(); for p in $passes; do [ "$p" = memcheck ] || tools+=("$p"); done
 if [ ${#tools[@]} -gt 0 ]; then
-  IFS=, ; tool_list="${tools[*]}"; unset IFS
-  # shellcheck disable=SC2086  # KERNELS: names or prefixes, one word each
-  plan=$(python3 ci/sanitize_plan.py --tools "$tool_list" ${KERNELS:-}) || { echo "memcheck: no plan for ${tools[*]}"; exit 2; }
   for tool in "${tools[@]}"; do
     grep "^$tool skip " <<< "$plan" | sed "s/^$tool skip /$tool: leaves out /" || true
     kernels=$(sed -n "s/^$tool kernels *//p" <<< "$plan")
     shapes=$(sed -n "s/^$tool shapes *//p" <<< "$plan")
-    ab=$(sed -n "s/^$tool alpha-beta *//p" <<< "$plan")
+    ab_args=(); for pair in $(sed -n "s/^$tool alpha-beta *//p" <<< "$plan"); do ab_args+=(--alpha-beta "$pair"); done
     if [ -z "$kernels" ]; then echo "$tool: no kernel to run"; continue; fi
     ks=(); for k in $kernels; do ks+=(-k "$k"); done
     extra=()
@@ -81,7 +94,8 @@ if [ ${#tools[@]} -gt 0 ]; then
     [ "$tool" = racecheck ] && extra=(--racecheck-report analysis)
     # shellcheck disable=SC2086  # shapes: one word each
     run_pass "$tool" "${sanitizer[@]}" --tool "$tool" "${extra[@]}" \
-      python3 -m gemm check "${ks[@]}" --shapes $shapes --alpha-beta "$ab"
+      python3 -m gemm check "${ks[@]}" --shapes $shapes "${ab_args[@]}"
+    run_buckets "$tool" "${extra[@]}"
   done
 fi
 [ "${DRY_RUN:-0}" = 1 ] && exit 0

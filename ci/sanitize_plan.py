@@ -31,17 +31,31 @@ steps than a pipeline has stages, so that a stage is reused:
              TMA kernels on the operands as they are),
              and not of 32 or 64: 19 K tiles of 32 (13), 10 of 64 (14), each past 8 stages (the
              most their tune spaces hold: whatever a tuned table picks, a stage is reused)
+A tuned kernel's medium and large builds (its table's constants for those buckets,
+gemm.core.tuning) never run at these small shapes; each distinct one runs apart, on its own
+bucket's shape (`bucket` lines), under memcheck as well:
+  MEDIUM     1544x1672: M x N in the medium bucket, both edges at every tile
+  LARGE      6100x5700: M x N in the large bucket, 48 x 45 tiles of 128 x 128 = 16.4 waves
+             of 132 blocks, so 18's stream-K (STREAM_K 1 there, from SK_FROM 16 waves)
+             splits the last tiles' 10 K steps
+  with K = 584 for the TMA kernels (as TMA), else 588 (a multiple of 4 with a remainder of
+  4 after K steps of 8: the aligned entry and a K tail)
+A bucket whose constants equal a build already run (10, 13, 14, 16: medium = large) is not
+run again. synccheck takes (1, 0) as well: beta 0 is where the TMA-store epilogues (16-18)
+and 18's stream-K run.
 A kernel runs the shapes it needs (the TMA kernels TMA; one with a fallback entry ALIGNED and
 UNALIGNED; any other ALIGNED; a split kernel TILED as well); a pass runs the union over its kernels in one process (a kernel
 may run a shape it does not need: 13 and 14 run ALIGNED and UNALIGNED on copies of A and B
 with K padded, registry pad_k; a kernel that refuses a shape is not a failure).
 `coverage` says what a shape exercises; tests/test_ci_tools.py holds every kernel to it.
 
-    python3 ci/sanitize_plan.py [--tools racecheck,synccheck] [KERNEL ...]
+    python3 ci/sanitize_plan.py [--tools memcheck,racecheck,synccheck] [--gpu h200] [KERNEL ...]
 
-prints, per tool, "TOOL kernels K ...", "TOOL shapes S ...", "TOOL alpha-beta A,B" and
-"TOOL skip K: why" (a line per kernel left out); KERNEL: names or prefixes (default: every
-registered kernel).
+prints, per tool, "TOOL kernels K ...", "TOOL shapes S ...", "TOOL alpha-beta A,B ...",
+"TOOL bucket SHAPE K ..." (a line per bucket shape, the kernels whose build there no other
+shape runs) and "TOOL skip K: why" (a line per kernel left out); memcheck: its bucket lines
+only (its own shapes are ci/memcheck.sh's). KERNEL: names or prefixes (default: every
+registered kernel); --gpu: whose tuned tables (default h200).
 """
 from __future__ import annotations
 
@@ -64,9 +78,11 @@ from gemm.core.splitk import split_k   # noqa: E402
 from gemm.core.problem import Problem   # noqa: E402
 from gemm.core.registry import KernelSpec, kernels_dir   # noqa: E402
 
-TOOLS = ("racecheck", "synccheck")
+TOOLS = ("memcheck", "racecheck", "synccheck")
 ALIGNED, UNALIGNED, TMA, TILED = "136x264x108", "136x263x107", "136x264x584", "256x256x260"
-AB = (1.5, 0.5)        # the one (alpha, beta): beta != 0, so C is read as well as written
+MEDIUM, LARGE = (1544, 1672), (6100, 5700)   # M x N in the medium and large buckets
+# (alpha, beta): beta != 0, so C is read as well as written; synccheck also beta 0 (TMA stores)
+PAIRS = {"racecheck": ((1.5, 0.5),), "synccheck": ((1.0, 0.0), (1.5, 0.5))}
 GPU = "h200"           # whose tuned constants coverage() resolves (10_autotuned's small bucket)
 SMS = 132              # its SMs, for coverage()'s split-K (gemm.core.splitk)
 
@@ -79,6 +95,25 @@ def shapes_for(spec: KernelSpec) -> tuple[str, ...]:
     if spec.tma:
         return (TMA,)
     return (ALIGNED,) + ((TILED,) if spec.split else ()) + ((UNALIGNED,) if spec.fallback else ())
+
+
+def bucket_shape(spec: KernelSpec, m_n: tuple[int, int]) -> str:
+    """MEDIUM or LARGE as `spec` runs it: K as TMA (584) or with a tail after 8s (588)."""
+    return f"{m_n[0]}x{m_n[1]}x{584 if spec.tma else 588}"
+
+
+def bucket_shapes(spec: KernelSpec, gpu: str = GPU) -> list[str]:
+    """MEDIUM and LARGE where they launch a build of `spec` (its tuned constants there) that
+    no shape before them does, each distinct build once."""
+    def build(shape: str) -> tuple:
+        return tuple(sorted(tuning.resolve(spec, Problem.parse(shape), gpu).defines.items()))
+    seen = {build(s) for s in shapes_for(spec)}
+    out = []
+    for shape in (bucket_shape(spec, MEDIUM), bucket_shape(spec, LARGE)):
+        if build(shape) not in seen:
+            seen.add(build(shape))
+            out.append(shape)
+    return out
 
 
 def k_step(spec: KernelSpec) -> int | None:
@@ -206,19 +241,27 @@ def select(names: list[str] | None = None) -> list[KernelSpec]:
     return out
 
 
-def plan(tool: str, specs: list[KernelSpec], smem: dict[str, str | None]):
-    """(kernels, shapes, {left-out kernel: why}) of one pass."""
+def plan(tool: str, specs: list[KernelSpec], smem: dict[str, str | None], gpu: str = GPU):
+    """(kernels, shapes, {left-out kernel: why}, [(bucket shape, kernels)]) of one pass;
+    memcheck: every kernel, its bucket shapes only."""
     kernels, skip = [], {}
     for s in specs:
-        if smem[s.name] is None:
+        if tool == "memcheck":
+            kernels.append(s)
+        elif smem[s.name] is None:
             skip[s.name] = "no shared memory (ptxas: 0 bytes static; registry smem 0)"
         elif tool == "racecheck" and s.tma:
             skip[s.name] = ("TMA + wgmma: racecheck tracks neither the copy engine's writes nor "
                             "wgmma's reads, nor mbarrier transaction ordering (docs/ci.md)")
         else:
             kernels.append(s)
-    shapes = list(dict.fromkeys(sh for s in kernels for sh in shapes_for(s)))
-    return [s.name for s in kernels], shapes, skip
+    shapes = [] if tool == "memcheck" else list(dict.fromkeys(sh for s in kernels
+                                                              for sh in shapes_for(s)))
+    buckets: dict[str, list[str]] = {}
+    for s in kernels:
+        for shape in bucket_shapes(s, gpu):
+            buckets.setdefault(shape, []).append(s.name)
+    return [s.name for s in kernels], shapes, skip, list(buckets.items())
 
 
 def main(argv=None) -> int:
@@ -226,6 +269,8 @@ def main(argv=None) -> int:
     p.add_argument("kernels", nargs="*", help="names or prefixes (default: every kernel)")
     p.add_argument("--tools", default=",".join(TOOLS),
                    help="comma-separated, from " + ", ".join(TOOLS))
+    p.add_argument("--gpu", default=GPU, help="the machine whose tuned tables the buckets "
+                   f"use (default {GPU})")
     args = p.parse_args(argv)
     tools = [t for t in args.tools.split(",") if t]
     bad = [t for t in tools if t not in TOOLS]
@@ -233,15 +278,18 @@ def main(argv=None) -> int:
         if bad:
             raise PlanError(f"unknown tool {bad[0]!r} (one of {', '.join(TOOLS)})")
         specs = select(args.kernels)
-        smem = shared_memory(specs)
+        smem = shared_memory(specs) if set(tools) - {"memcheck"} else {}
     except PlanError as exc:
         print(f"sanitize_plan: {exc}", file=sys.stderr)
         return 2
     for tool in tools:
-        kernels, shapes, skip = plan(tool, specs, smem)
-        print(f"{tool} kernels {' '.join(kernels)}".rstrip())
-        print(f"{tool} shapes {' '.join(shapes)}".rstrip())
-        print(f"{tool} alpha-beta {AB[0]:g},{AB[1]:g}")
+        kernels, shapes, skip, buckets = plan(tool, specs, smem, args.gpu)
+        if tool != "memcheck":
+            print(f"{tool} kernels {' '.join(kernels)}".rstrip())
+            print(f"{tool} shapes {' '.join(shapes)}".rstrip())
+            print(f"{tool} alpha-beta " + " ".join(f"{a:g},{b:g}" for a, b in PAIRS[tool]))
+        for shape, names in buckets:
+            print(f"{tool} bucket {shape} {' '.join(names)}")
         for name, why in skip.items():
             print(f"{tool} skip {name}: {why}")
     return 0

@@ -515,11 +515,50 @@ def test_every_kernel_with_a_k_step_is_covered_by_its_sanitizer_shapes():
             if spec.split_k and spec.tile == (64, 128):     # 10 at the H200's small bucket
                 assert sp.coverage(spec, sp.TILED).splits == 2
             assert entries == set(spec.entries), (spec.name, entries)
+    # a tuned kernel's medium and large builds, on their bucket's shape: the table's
+    # constants (and every candidate its search may write there), the same coverage
+    for base in (s for s in registry.registry().values() if s.tuned):
+        for shape in (sp.bucket_shape(base, sp.MEDIUM), sp.bucket_shape(base, sp.LARGE)):
+            for spec, gpu in ([(base, sp.GPU)] + [(base.with_defines(**c), "no-such-gpu")
+                                                  for c in tuning.candidates(base)]):
+                c = sp.coverage(spec, shape, gpu)
+                assert c.refused is None and c.full_tile and c.edge_rows and c.edge_cols, \
+                    (spec.name, shape, c)
+                assert c.k_tail and c.k_steps > c.stages, (spec.name, shape, spec.defines, c)
     # the TMA kernels run the others' shapes on padded copies (pad_k); without it they refuse
     # them (a refusal is not a failure)
     from dataclasses import replace
     assert sp.coverage(registry.get("14"), sp.UNALIGNED).refused is None
     assert sp.coverage(replace(registry.get("14"), pad_k=False), sp.ALIGNED).refused
+
+
+def test_each_tuned_build_runs_once_on_its_buckets_shape():
+    """The small shapes launch a tuned kernel's small build only; MEDIUM and LARGE sit in
+    their buckets and launch every other build of its table, each once; 18's large build
+    (stream-K) gets enough tiles at LARGE for its stream-K to run."""
+    from gemm.core import registry, tuning
+    from gemm.core.problem import Problem
+    for spec in registry.registry().values():
+        assert [tuning.tuning_bucket(Problem.parse(sp.bucket_shape(spec, m_n)))
+                for m_n in (sp.MEDIUM, sp.LARGE)] == ["medium", "large"]
+
+    def build(spec, shape):
+        return tuple(sorted(tuning.resolve(spec, Problem.parse(shape), sp.GPU).defines.items()))
+    for spec in registry.registry().values():
+        base = [build(spec, s) for s in sp.shapes_for(spec)]
+        extra = [build(spec, s) for s in sp.bucket_shapes(spec)]
+        every = {build(spec, s) for s in (*sp.shapes_for(spec), sp.bucket_shape(spec, sp.MEDIUM),
+                                          sp.bucket_shape(spec, sp.LARGE))}
+        assert set(base) | set(extra) == every, spec.name          # no build left out
+        assert len(set(extra)) == len(extra) and not set(extra) & set(base), spec.name
+        if not spec.tuned:
+            assert sp.bucket_shapes(spec) == [], spec.name
+    k18 = registry.get("18")
+    assert sp.bucket_shapes(k18) == ["1544x1672x584", "6100x5700x584"]
+    prob = Problem.parse("6100x5700x584")
+    large = tuning.resolve(k18, prob, sp.GPU)
+    tiles = -(-prob.M // large.defines["BM"]) * -(-prob.N // large.defines["BN"])
+    assert large.defines["STREAM_K"] == 1 and tiles / sp.SMS >= large.defines["SK_FROM"]
 
 
 def test_the_plan_takes_the_kernels_that_use_shared_memory(nvcc):
@@ -533,8 +572,16 @@ def test_the_plan_takes_the_kernels_that_use_shared_memory(nvcc):
     tma = {s.name for s in specs if s.tma}
     assert tma == {"13_tf32_wgmma_tma", "14_bf16_wgmma_tma", "15_bf16_pingpong",
                    "16_bf16_tma_store", "17_bf16_acc_overlap", "18_bf16_pingpong_tma_store"}
-    race, race_shapes, race_skip = sp.plan("racecheck", specs, smem)
-    sync, sync_shapes, sync_skip = sp.plan("synccheck", specs, smem)
+    race, race_shapes, race_skip, race_buckets = sp.plan("racecheck", specs, smem)
+    sync, sync_shapes, sync_skip, sync_buckets = sp.plan("synccheck", specs, smem)
+    mem, mem_shapes, mem_skip, mem_buckets = sp.plan("memcheck", specs, {})
+    assert mem == [s.name for s in specs] and mem_shapes == [] and mem_skip == {}
+    tuned = [s.name for s in specs if s.tuned]
+    assert dict(mem_buckets)["1544x1672x588"] == dict(sync_buckets)["1544x1672x588"] == \
+        ["10_autotuned"]                                            # the tuned non-TMA kernel
+    assert dict(mem_buckets)["1544x1672x584"] == dict(sync_buckets)["1544x1672x584"] == \
+        [n for n in tuned if n != "10_autotuned"]
+    assert dict(race_buckets) == {"1544x1672x588": ["10_autotuned"]}
     assert set(race_skip) == {"01_naive", "02_coalesced"} | tma and "TMA" in race_skip["14_bf16_wgmma_tma"]
     assert set(sync_skip) == {"01_naive", "02_coalesced"} and set(sync) == set(race) | tma
     assert race_shapes == [sp.ALIGNED, sp.TILED, sp.UNALIGNED]
@@ -611,7 +658,25 @@ def test_memcheck_dry_run_prints_each_pass(nvcc, tmp_path):
                                              "18_bf16_pingpong_tma_store"]
     assert shapes(race) == [sp.ALIGNED, sp.TILED, sp.UNALIGNED]
     assert shapes(sync) == [sp.ALIGNED, sp.TILED, sp.UNALIGNED, sp.TMA]
-    assert race[race.index("--alpha-beta") + 1] == sync[sync.index("--alpha-beta") + 1] == "1.5,0.5"
+    def pairs(cmd):
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "--alpha-beta"]
+    assert pairs(race) == ["1.5,0.5"] and pairs(sync) == ["1,0", "1.5,0.5"]
+    # each pass over the tuned builds the small shapes do not launch, on their own shapes
+    buckets = {line.split(":", 1)[0]: shlex.split(line.split(":", 1)[1])
+               for line in out.stdout.splitlines() if "compute-sanitizer" in line
+               and line.split(":", 1)[0] not in cmds}
+    assert list(buckets) == ["memcheck-1544x1672x588", "memcheck-1544x1672x584",
+                             "memcheck-6100x5700x584", "racecheck-1544x1672x588",
+                             "synccheck-1544x1672x588", "synccheck-1544x1672x584",
+                             "synccheck-6100x5700x584"]
+    for name, cmd in buckets.items():
+        tool, shape = name.split("-")
+        assert cmd[cmd.index("--tool") + 1] == tool and shapes(cmd + ["--alpha-beta"]) == [shape]
+        assert pairs(cmd) == {"memcheck": [], "racecheck": ["1.5,0.5"],
+                              "synccheck": ["1,0", "1.5,0.5"]}[tool]
+    assert kernels(buckets["synccheck-6100x5700x584"]) == ["15_bf16_pingpong",
+                                                           "18_bf16_pingpong_tma_store"]
+    assert "--racecheck-report" in buckets["racecheck-1544x1672x588"]
     assert "racecheck: leaves out 13_tf32_wgmma_tma: TMA" in out.stdout
     assert "synccheck: leaves out 01_naive: no shared memory" in out.stdout
     assert not (tmp_path / "verdicts").exists()                     # a dry run marks nothing
@@ -634,7 +699,9 @@ def test_memcheck_runs_each_pass_and_marks_a_commit_only_when_all_pass(nvcc, tmp
     head = _head()
     out = _memcheck(tmp_path, fake=CLEAN)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert [c[c.index("--tool") + 1] for c in _calls(tmp_path)] == ["memcheck", "racecheck", "synccheck"]
+    assert [c[c.index("--tool") + 1] for c in _calls(tmp_path)] == [
+        "memcheck", "memcheck", "memcheck", "memcheck", "racecheck", "racecheck", "synccheck",
+        "synccheck", "synccheck", "synccheck"]
     marker = tmp_path / "verdicts" / "h200" / "memcheck" / head
     assert marker.read_text().splitlines() == [head, "# passes: memcheck racecheck synccheck"]
     for name in ("memcheck", "racecheck", "synccheck"):
