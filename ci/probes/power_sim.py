@@ -32,7 +32,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 from gemm.track import decision
-from gemm.track.abrun import ABRun
+from gemm.track.abrun import ABRun, State
 from gemm.calibrate.runner import robust_sd
 from gemm.track.gate import GateConfig, Row, Verdict
 
@@ -65,7 +65,8 @@ def simulate(logs, share, prior, rounds, cfg, family, rng, trials, robust=None):
                    family=family, clock=lambda: now[0], built=("reference",))
         ab.run()
         over += max(0, ab.n - rounds)
-        verdicts.append(ab.comps[0].decided.verdict if ab.comps[0].decided else None)
+        c = ab.comps[0]
+        verdicts.append(ab.estimate(c).verdict if c.state is State.DECIDED else None)
     drop = verdicts.count(decision.DROP) / trials
     same = sum(v in decision.PASSING for v in verdicts) / trials
     return drop, same, 1 - drop - same, over / trials

@@ -36,8 +36,7 @@ class Comparison:
     """`row` against the reference arm `against`; its rounds (kept ones first) grow while OPEN."""
     row: Row
     against: str
-    state: State = State.OPEN
-    decided: decision.Effect | None = None   # DECIDED: its effect
+    state: State = State.OPEN   # DECIDED: its effect is ABRun.effect's, rounds no longer added
     why: str = ""               # FAILED, MOOT, CLOSED: said in the row's note
     new_failed: bool = False    # FAILED: the new code's (else the reference's)
     stop: Stop | None = None    # CLOSED
@@ -250,10 +249,10 @@ class ABRun:
             elif c.rounds >= self.cfg.min_rounds:
                 e = self.effect(c)
                 if e.verdict != decision.AMBIGUOUS:
-                    c.state, c.decided = State.DECIDED, e
+                    c.state = State.DECIDED
         # reversed: where a row has two DROPs, the first one's commit is the one kept
         drops = {id(c.row): c.against for c in reversed(self.comps)
-                 if c.state is State.DECIDED and c.decided.verdict == decision.DROP}
+                 if c.state is State.DECIDED and self.effect(c).verdict == decision.DROP}
         for c in self.comps:
             if c.state in (State.OPEN, State.CLOSED) and id(c.row) in drops:
                 c.state, c.stop = State.MOOT, None
@@ -275,12 +274,9 @@ class ABRun:
 
     def estimate(self, c: Comparison):
         """c's decision, else its effect so far (AMBIGUOUS); None without a value to decide."""
-        if c.state is State.DECIDED:
-            return c.decided
-        if c.rounds <= c.kept or any(None in p for p in c.refs + c.news):
-            return None
-        e = self.effect_or_none(c)
-        return replace(e, verdict=decision.AMBIGUOUS) if e is not None else None
+        e = self.effect_or_none(c) if c.rounds > c.kept else None   # a failed value: None
+        return e if e is None or c.state is State.DECIDED else replace(
+            e, verdict=decision.AMBIGUOUS)
 
     def run(self) -> None:
         """Rounds until every comparison is decided or closed (each closed one says why)."""

@@ -37,22 +37,16 @@ def resolve(repo=".", explicit: str | None = None) -> tuple[str | None, str]:
     return _commit(repo, str(rev), path.name), path.name
 
 
-def is_ancestor(repo, older: str, newer: str) -> bool | None:
-    """True / False, or None when git cannot tell (a shallow clone, an unknown commit)."""
-    return {0: True, 1: False}.get(git.returncode(repo, "merge-base", "--is-ancestor", older,
-                                                  newer))
-
-
 def unusable(repo, anchor: str, judged: str, earlier: set) -> str:
     """Why `anchor` cannot serve `judged`, recorded after the `earlier` commits ('' if it can)."""
     if judged == anchor:
         return "is the judged commit"
     if anchor not in earlier:
         return "has no recorded run before it on this machine"
-    related = is_ancestor(repo, anchor, judged)
-    if related is None:
+    related = git.returncode(repo, "merge-base", "--is-ancestor", anchor, judged)
+    if related not in (0, 1):   # a shallow clone, an unknown commit
         return "could not be placed by git (a shallow clone?)"
-    return "" if related else "is not an ancestor of it"
+    return "" if related == 0 else "is not an ancestor of it"
 
 
 def changepoints(points: list[tuple[str, float | None]]) -> list[dict]:

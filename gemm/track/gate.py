@@ -21,7 +21,6 @@ class Verdict(StrEnum):
     FAILED = "FAILED"          # the kernel failed
     MISSING = "MISSING"        # in the history, not in this run
     NEW = "new"                # no history yet
-    SKIPPED = "skipped"        # recorded as skipped (a shape the kernel refuses)
 
 
 FAILING = (Verdict.DROP, Verdict.FAILED, Verdict.MISSING)
@@ -144,10 +143,8 @@ class Row:
 def judge(history: list, new, screen: float):
     """(verdict, centre, relative change) of one series against its history's median."""
     hist = [p.value for p in history if finite(p.value)]
-    if new is None or new.value is None:
+    if new.value is None:   # evaluate() leaves out what is absent or skipped (NaN)
         return Verdict.FAILED, None, None
-    if not finite(new.value):
-        return Verdict.SKIPPED, None, None
     if not hist:
         return Verdict.NEW, None, None
     centre = stats.median(hist)
@@ -224,7 +221,7 @@ def candidates_against(row: Row) -> list[str]:
     if row.reference and (_past_history(row) or row.code_changed
                           or (row.carried and not row.anchor)):
         out.append(row.reference)
-    if row.anchor and row.anchor not in out and (_past_anchor(row) or row.carried):
+    if row.anchor and row.anchor not in out and (past_anchor(row) or row.carried):
         out.append(row.anchor)
     return out
 
@@ -233,13 +230,13 @@ def _past_history(row: Row) -> bool:
     return row.change is not None and row.bound is not None and -row.change > row.bound
 
 
-def _past_anchor(row: Row) -> bool:
+def past_anchor(row: Row) -> bool:
     return row.anchor_change is not None and -row.anchor_change > (row.bound or 0)
 
 
 def past_screen(row: Row) -> bool:
     """Did the screen flag this row (against the history or the anchor)?"""
-    return _past_history(row) or _past_anchor(row)
+    return _past_history(row) or past_anchor(row)
 
 
 def screened_large(row: Row) -> bool:

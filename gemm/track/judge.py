@@ -11,7 +11,8 @@ from ..store import verdicts
 from ..store.history import HistoryError, finite, load_runs, resolve_machine
 from . import calibration, codeid, confirm
 from . import anchor as anchors
-from .gate import GateConfig, Narrowing, Row, Verdict, evaluate, failed, screened_large, select
+from .gate import (GateConfig, Narrowing, Row, Verdict, evaluate, failed, past_anchor,
+                   screened_large, select)
 
 SCHEMA = "gemm.regress/1"
 
@@ -189,10 +190,8 @@ def _changepoints(rows, runs, new_run) -> None:
     """Where each flagged or drifting series stepped, up to the judged run."""
     upto = runs[:runs.index(new_run) + 1]
     for r in rows:
-        drifting = (r.verdict in (Verdict.DROP, Verdict.UNRESOLVED, Verdict.CANDIDATE)
-                    or (r.anchor_change is not None and r.bound is not None
-                        and -r.anchor_change > r.bound))
-        if not drifting:
+        if not (r.verdict in (Verdict.DROP, Verdict.UNRESOLVED, Verdict.CANDIDATE)
+                or r.bound is not None and past_anchor(r)):   # drifting
             continue
         key = Series(*r.key)
         pts = [(run.commit, run.points[key].value) for run in upto if key in run.points]
