@@ -110,8 +110,8 @@ def bucket_shapes(spec: KernelSpec, gpu: str = GPU) -> list[str]:
     seen = {build(s) for s in shapes_for(spec)}
     out = []
     for shape in (bucket_shape(spec, MEDIUM), bucket_shape(spec, LARGE)):
-        if build(shape) not in seen:
-            seen.add(build(shape))
+        if (b := build(shape)) not in seen:
+            seen.add(b)
             out.append(shape)
     return out
 
